@@ -1,0 +1,1 @@
+"""ddd_celery: scheduled jobs, background jobs and process managers of a DDD kit, on Celery."""

@@ -1,0 +1,44 @@
+"""The options of a scheduled job, as documented enums equal to the seeds' strings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class OverlapPolicy(StrEnum):
+    """What happens to an occurrence that comes while the previous run is in progress."""
+
+    SKIP = "skip"
+    """Not started: recorded ``skipped-overlap``."""
+    QUEUE = "queue"
+    """Started when the run ends; one occurrence waits at most, the next ones are skipped."""
+
+
+class MissedPolicy(StrEnum):
+    """What happens to occurrences the scheduler did not reach in time."""
+
+    SKIP = "skip"
+    """Dropped, recorded once per gap as ``missed``."""
+    RUN_ONCE = "run-once"
+    """The latest of them runs, once, however many passed."""
+
+
+class Tenancy(StrEnum):
+    """Whether a job runs once per occurrence or once per tenant of each occurrence."""
+
+    GLOBAL = "global"
+    PER_TENANT = "per-tenant"
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """The options written next to a schedule, checked by ``parse_job_schedule``."""
+
+    overlap: OverlapPolicy = OverlapPolicy.SKIP
+    missed: MissedPolicy = MissedPolicy.SKIP
+    timeout_ms: int | None = None
+    jitter_ms: int = 0
+    enabled: bool = True
+    single_instance: bool = True
+    tenancy: Tenancy = Tenancy.GLOBAL

@@ -1,0 +1,47 @@
+"""Cooperative cancellation: nothing can stop a running job, so it is asked to stop."""
+
+from __future__ import annotations
+
+import threading
+
+
+class AbortSignal:
+    """Read by the job; aborted by the scheduler on timeout or stop. Safe across threads."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._reason: BaseException | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> BaseException | None:
+        """What aborted the run (a ``JobTimeoutError``, a ``JobAbortedError``), or None."""
+        return self._reason
+
+    def throw_if_aborted(self) -> None:
+        """Raise the reason once aborted: a long job calls it between two steps."""
+        if self._event.is_set() and self._reason is not None:
+            raise self._reason
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block a sync job until aborted or ``timeout`` seconds; True when aborted."""
+        return self._event.wait(timeout)
+
+
+class AbortController:
+    """The side that aborts: kept by the driver, its ``signal`` given to the job."""
+
+    def __init__(self) -> None:
+        self.signal = AbortSignal()
+
+    def abort(self, reason: BaseException) -> bool:
+        """Abort with ``reason``; the first reason wins. True when this call aborted it."""
+        signal = self.signal
+        if signal._event.is_set():
+            return False
+        signal._reason = reason
+        signal._event.set()
+        return True

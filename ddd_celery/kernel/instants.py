@@ -1,0 +1,39 @@
+"""Helpers that keep every instant aware and in UTC, as the public API promises."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+
+def require_aware(value: datetime, name: str = "instant") -> datetime:
+    """Refuse a naive ``datetime``: its meaning depends on the machine, never guessed here."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise ValueError(f"{name} must be an aware datetime (with a tzinfo), got naive {value!r}")
+    return value
+
+
+def to_utc(value: datetime, name: str = "instant") -> datetime:
+    """The same instant as an aware UTC ``datetime``."""
+    return require_aware(value, name).astimezone(UTC)
+
+
+def iso_ms(value: datetime) -> str:
+    """ISO 8601 in UTC with milliseconds and ``Z``: ``2026-03-02T06:00:00.000Z``."""
+    utc = to_utc(value)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def epoch_ms(value: datetime) -> int:
+    """Whole milliseconds since the Unix epoch (floor)."""
+    return (to_utc(value) - EPOCH) // _MS
+
+
+def from_epoch_ms(value: int) -> datetime:
+    """The aware UTC instant ``value`` milliseconds after the Unix epoch."""
+    return EPOCH + value * _MS
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
