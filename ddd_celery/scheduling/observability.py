@@ -1,0 +1,144 @@
+"""How an occurrence's outcome is recorded: one log entry, the metrics, and ``on_run``.
+
+Every driver records through ``RunRecorder``, so the beat process, the worker and the in-process
+scheduler write the same lines and the same series.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ddd_celery.kernel.errors import DomainError
+from ddd_celery.kernel.instants import iso_ms
+from ddd_celery.kernel.metrics import Metrics, NoMetrics
+from ddd_celery.kernel.reporting import ErrorReporter
+from ddd_celery.scheduling.outcomes import JobRun, Outcome
+
+RUNS_COUNTER = "scheduled_job_runs_total"
+DURATION_HISTOGRAM = "scheduled_job_duration_ms"
+
+LOG_LINES: dict[Outcome, tuple[str, int]] = {
+    Outcome.SUCCEEDED: ("Scheduled job succeeded", logging.INFO),
+    Outcome.FAILED: ("Scheduled job failed", logging.ERROR),
+    Outcome.SKIPPED_OVERLAP: (
+        "Scheduled job skipped: the previous run is still in progress",
+        logging.WARNING,
+    ),
+    Outcome.SKIPPED_LOCKED: (
+        "Scheduled job skipped: another instance runs this occurrence",
+        logging.DEBUG,
+    ),
+    Outcome.MISSED: ("Scheduled job missed", logging.WARNING),
+}
+"""The message and level of each outcome, as the seeds write them."""
+
+COULD_NOT_FOLLOW = "Scheduled job could not be followed"
+
+DEFAULT_LOGGER = "ddd_celery.scheduling"
+
+
+@dataclass(frozen=True, slots=True)
+class RunDetail:
+    """What ``on_run`` gets beside the record: the correlation id of the run."""
+
+    correlation_id: str | None
+
+
+OnRun = Callable[[JobRun, BaseException | None, RunDetail], None]
+"""An observer of every occurrence handled, with what the job raised."""
+
+
+class RunRecorder:
+    """Records each outcome three times: a log entry, the metrics, the ``on_run`` observer."""
+
+    def __init__(
+        self,
+        *,
+        logger: logging.Logger | None = None,
+        metrics: Metrics | None = None,
+        on_run: OnRun | None = None,
+    ) -> None:
+        self._logger = logger or logging.getLogger(DEFAULT_LOGGER)
+        self._metrics = metrics or NoMetrics()
+        self._on_run = on_run
+
+    def record(self, run: JobRun, error: BaseException | None = None) -> None:
+        """Log, count and observe ``run``; never raises, so a recorder cannot stop a scheduler."""
+        message, level = LOG_LINES[run.outcome]
+        self._guarded(run.job, lambda: self._logger.log(level, message, extra=log_fields(run)))
+        self._guarded(run.job, lambda: self._count(run))
+        if self._on_run is not None:
+            on_run = self._on_run
+            self._guarded(run.job, lambda: on_run(run, error, RunDetail(run.correlation_id)))
+
+    def could_not_follow(self, job: str, error: BaseException, *, what: str) -> None:
+        """Log what went wrong around the runs (a checkpoint, a lock release); the job goes on."""
+        self._logger.error(
+            COULD_NOT_FOLLOW,
+            extra={
+                "job": job,
+                "context": job.split(".", 1)[0],
+                "operation": what,
+                "error_type": type(error).__name__,
+            },
+        )
+
+    def _count(self, run: JobRun) -> None:
+        labels = {
+            "job": run.job,
+            "context": run.context,
+            "status": run.outcome.value,
+            "error_code": run.error_code or "",
+        }
+        self._metrics.increment(RUNS_COUNTER, labels)
+        if run.duration_ms is not None:
+            self._metrics.observe(DURATION_HISTOGRAM, run.duration_ms, labels)
+
+    def _guarded(self, job: str, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except Exception as error:  # an observer's failure must not stop the scheduler
+            self._logger.exception(
+                COULD_NOT_FOLLOW, extra={"job": job, "error_type": type(error).__name__}
+            )
+
+
+def log_fields(run: JobRun) -> dict[str, Any]:
+    """The structured fields of the log entry of ``run``; never the error's message."""
+    fields: dict[str, Any] = {
+        "job": run.job,
+        "context": run.context,
+        "outcome": run.outcome.value,
+        "scheduled_at": iso_ms(run.scheduled_at),
+    }
+    optional = {
+        "duration_ms": run.duration_ms,
+        "correlation_id": run.correlation_id,
+        "error_code": run.error_code,
+        "error_type": run.error_type,
+        "tenant_id": run.tenant_id,
+    }
+    fields.update({key: value for key, value in optional.items() if value is not None})
+    return fields
+
+
+def report_failed_runs(reporter: ErrorReporter) -> OnRun:
+    """The observer that reports every failed run to ``reporter``, but a ``DomainError``."""
+
+    def observe(run: JobRun, error: BaseException | None, detail: RunDetail) -> None:
+        if run.outcome is not Outcome.FAILED or error is None or isinstance(error, DomainError):
+            return
+        reporter.report(
+            error,
+            {
+                "job": run.job,
+                "scheduled_at": iso_ms(run.scheduled_at),
+                "correlation_id": detail.correlation_id,
+                "error_code": run.error_code,
+            },
+        )
+
+    return observe

@@ -1,0 +1,125 @@
+"""Which run of a job is in progress and which occurrence waits behind it.
+
+Overlap is decided on this state. In one process it lives in memory; between processes (beats
+and workers) it lives in a shared store, so a run in progress on a worker is seen by every beat.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from ddd_celery.kernel.clock import Clock
+from ddd_celery.kernel.instants import to_utc
+
+
+class Claim(StrEnum):
+    """The answer of ``JobRunState.claim``."""
+
+    STARTED = "started"
+    """No run was in progress: this occurrence is now the run in progress."""
+    QUEUED = "queued"
+    """A run is in progress and nothing waited: this occurrence waits behind it."""
+    BUSY = "busy"
+    """A run is in progress (and, when queueing, an occurrence already waits): skip it."""
+
+
+class JobRunState(ABC):
+    """The run in progress of each job, and at most one occurrence queued behind it.
+
+    Every method is atomic for one job. A run in progress expires after its time to live, so a
+    run whose process died does not block the job for ever.
+    """
+
+    @abstractmethod
+    def claim(self, job: str, scheduled_at: datetime, *, queue: bool, ttl_ms: int) -> Claim:
+        """Start ``scheduled_at`` if no run is in progress, else queue it (when ``queue``) or not.
+
+        A queued occurrence keeps its place until ``finish`` promotes it or ``drop_queued``
+        removes it. Raises when the store cannot be asked.
+        """
+
+    @abstractmethod
+    def finish(self, job: str, scheduled_at: datetime, *, ttl_ms: int) -> datetime | None:
+        """End the run of ``scheduled_at``; promote and return the queued occurrence, if any.
+
+        The promoted occurrence becomes the run in progress for ``ttl_ms``. Finishing a run that
+        is no longer the one in progress (it expired) changes nothing and returns None.
+        """
+
+    @abstractmethod
+    def drop_queued(self, job: str) -> datetime | None:
+        """Remove and return the queued occurrence (a scheduler stopping), or None."""
+
+    @abstractmethod
+    def running(self, job: str) -> datetime | None:
+        """The occurrence whose run is in progress, or None."""
+
+
+@dataclass(slots=True)
+class _Slot:
+    running: datetime
+    expires_at: datetime
+    queued: datetime | None = None
+
+
+class InMemoryJobRunState(JobRunState):
+    """The run state of one process; expiry is read on the given clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._slots: dict[str, _Slot] = {}
+        self._mutex = threading.Lock()
+
+    def claim(self, job: str, scheduled_at: datetime, *, queue: bool, ttl_ms: int) -> Claim:
+        instant = to_utc(scheduled_at, "scheduled_at")
+        with self._mutex:
+            slot = self._live(job)
+            if slot is None:
+                self._slots[job] = _Slot(instant, self._expiry(ttl_ms))
+                return Claim.STARTED
+            if queue and slot.queued is None:
+                slot.queued = instant
+                return Claim.QUEUED
+            return Claim.BUSY
+
+    def finish(self, job: str, scheduled_at: datetime, *, ttl_ms: int) -> datetime | None:
+        instant = to_utc(scheduled_at, "scheduled_at")
+        with self._mutex:
+            slot = self._live(job)
+            if slot is None or slot.running != instant:
+                return None
+            if slot.queued is None:
+                del self._slots[job]
+                return None
+            promoted = slot.queued
+            self._slots[job] = _Slot(promoted, self._expiry(ttl_ms))
+            return promoted
+
+    def drop_queued(self, job: str) -> datetime | None:
+        with self._mutex:
+            slot = self._live(job)
+            if slot is None or slot.queued is None:
+                return None
+            dropped, slot.queued = slot.queued, None
+            return dropped
+
+    def running(self, job: str) -> datetime | None:
+        with self._mutex:
+            slot = self._live(job)
+            return None if slot is None else slot.running
+
+    def _live(self, job: str) -> _Slot | None:
+        slot = self._slots.get(job)
+        if slot is not None and slot.expires_at <= self._clock.now():
+            del self._slots[job]
+            return None
+        return slot
+
+    def _expiry(self, ttl_ms: int) -> datetime:
+        if ttl_ms <= 0:
+            raise ValueError(f"a run's time to live is a positive number of ms, not {ttl_ms}")
+        return self._clock.now() + timedelta(milliseconds=ttl_ms)
