@@ -1,0 +1,128 @@
+"""What ``install_jobs`` wired on a Celery app, read by beat, workers and the CLI.
+
+It lives on the app as ``app.ddd_jobs``: beat builds its scheduler from it, the worker's tasks
+build and run jobs from it, so both sides of a deployment share one description of the jobs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddd_celery.declarations.errors import DeclarationError
+from ddd_celery.declarations.schedule import ParsedJobSchedule
+from ddd_celery.kernel.clock import Clock
+from ddd_celery.kernel.ids import IdGenerator
+from ddd_celery.kernel.lock import Lock
+from ddd_celery.kernel.scope import ExecutionScope
+from ddd_celery.kernel.tenants import TenantDirectory
+from ddd_celery.scheduling.checkpoints import JobCheckpoints
+from ddd_celery.scheduling.errors import UnknownJobError
+from ddd_celery.scheduling.observability import RunRecorder
+from ddd_celery.scheduling.occurrence import SchedulerRules
+from ddd_celery.scheduling.run_state import JobRunState
+
+ATTRIBUTE = "ddd_jobs"
+
+Provider = Callable[[], object]
+"""Builds one dependency of a job's constructor, asked each time a job is built."""
+
+
+@dataclass(frozen=True, slots=True)
+class CeleryJob:
+    """One job beat schedules: a declared class, or an entry of ``beat_schedule`` kept as is."""
+
+    name: str
+    schedule: ParsedJobSchedule
+    task_name: str
+    queue: str | None
+    job_class: type | None = None
+    """None for a ``beat_schedule`` entry: its task is the app's own, run as written."""
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """``apply_async`` options of a ``beat_schedule`` entry."""
+
+    @property
+    def declared(self) -> bool:
+        return self.job_class is not None
+
+
+@dataclass(slots=True)
+class CeleryJobs:
+    """The jobs of an app and the ports their drivers share."""
+
+    jobs: Mapping[str, CeleryJob]
+    clock: Clock
+    lock: Lock
+    checkpoints: JobCheckpoints | None
+    run_state: JobRunState
+    ids: IdGenerator
+    scope: ExecutionScope
+    recorder: RunRecorder
+    rules: SchedulerRules
+    tenants: TenantDirectory | None
+    start: bool
+    """False in a process that registers and describes jobs but runs nothing by time (RUN_JOBS)."""
+    providers: Mapping[type, Provider]
+
+    def job(self, name: str) -> CeleryJob:
+        try:
+            return self.jobs[name]
+        except KeyError:
+            raise UnknownJobError(f"no job is named {name!r}", job=name) from None
+
+    def build(self, job: CeleryJob) -> Any:
+        """A new instance of the job's class, each constructor parameter from its provider."""
+        if job.job_class is None:
+            raise TypeError(f"{job.name} is a beat_schedule entry, not a declared job")
+        arguments = {name: self.providers[port]() for name, port in dependencies(job).items()}
+        return job.job_class(**arguments)
+
+
+def dependencies(job: CeleryJob) -> dict[str, type]:
+    """The ports a job's constructor takes, by parameter name, read from its annotations."""
+    if job.job_class is None:
+        return {}
+    init = job.job_class.__init__
+    if init is object.__init__:
+        return {}
+    hints = typing.get_type_hints(init)
+    ports: dict[str, type] = {}
+    for name, parameter in inspect.signature(init).parameters.items():
+        if name == "self" or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        port = hints.get(name)
+        if not isinstance(port, type):
+            raise DeclarationError(
+                f"constructor parameter {name!r} must be annotated with the port it takes",
+                job=job.name,
+            )
+        ports[name] = port
+    return ports
+
+
+def check_providers(jobs: Sequence[CeleryJob], providers: Mapping[type, Provider]) -> None:
+    """Refuse at wiring time a job whose constructor needs a port nobody provides."""
+    for job in jobs:
+        for name, port in dependencies(job).items():
+            if port not in providers:
+                raise DeclarationError(
+                    f"constructor parameter {name!r} needs a {port.__name__}, which no provider "
+                    "gives: pass it in providers={...}",
+                    job=job.name,
+                )
+
+
+def jobs_of(app: Any) -> CeleryJobs:
+    """The jobs wired on ``app``; a clear error when ``install_jobs`` was never called."""
+    jobs = getattr(app, ATTRIBUTE, None)
+    if not isinstance(jobs, CeleryJobs):
+        raise LookupError(
+            f"no jobs are installed on Celery app {getattr(app, 'main', app)!r}: "
+            "call ddd_celery.celery.install_jobs(app, ...) where the app is built"
+        )
+    return jobs
