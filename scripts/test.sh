@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite, as a newcomer and CI run it: install, start services, lint, type-check,
+# then every test. Extra arguments go to pytest (e.g. ./dev test -m 'not processes').
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+source scripts/bootstrap.sh
+source scripts/services.sh
+
+echo "==> ruff check"
+ruff check ddd_celery tests examples bench
+echo "==> ruff format --check"
+ruff format --check ddd_celery tests examples bench
+echo "==> mypy --strict ddd_celery"
+mypy
+
+echo "==> pytest"
+set +e
+python -m pytest "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "pytest collected no tests: that is a failure, not a pass" >&2
+  exit 1
+fi
+exit "$status"
