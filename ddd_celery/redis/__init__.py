@@ -1,0 +1,33 @@
+"""Redis adapters of the kernel Lock, the job checkpoints and the job run state.
+
+Install the ``redis`` extra; the core never imports this package. Build the client with
+``connect(url)``, which fails fast when Redis is down, and share it between the stores.
+
+Key layout (each prefix is a constructor argument; a key is its prefix and a name, verbatim,
+so ``redis-cli`` reads it):
+
+``job:<name>:<instant>``
+    ``RedisLock``: a string holding the owner token, expiring (PX) with the lease.
+``ddd_celery:checkpoint:<job>``
+    ``RedisJobCheckpoints``: a string, the last occurrence handled in epoch ms; no expiry.
+``ddd_celery:run:<job>``
+    ``RedisJobRunState``: a hash with ``running`` and optionally ``queued``, in epoch ms,
+    expiring (PEXPIRE) with the run in progress.
+
+Round trips: one per call (SET NX PX, GET, HGET or EVALSHA), plus two once per script when Redis
+has not seen it yet. The Lua scripts in ``lua/`` document the same layout in their headers.
+"""
+
+from ddd_celery.redis.checkpoints import RedisJobCheckpoints
+from ddd_celery.redis.connection import connect
+from ddd_celery.redis.errors import StoreUnavailableError
+from ddd_celery.redis.lock import RedisLock
+from ddd_celery.redis.run_state import RedisJobRunState
+
+__all__ = [
+    "RedisJobCheckpoints",
+    "RedisJobRunState",
+    "RedisLock",
+    "StoreUnavailableError",
+    "connect",
+]

@@ -1,0 +1,37 @@
+"""Job checkpoints on Redis, shared by every beat and surviving their restarts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from redis import Redis
+
+from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
+from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
+from ddd_celery.redis.scripts import register
+from ddd_celery.scheduling.checkpoints import JobCheckpoints
+
+
+class RedisJobCheckpoints(JobCheckpoints):
+    """One key per job, ``<prefix><job>``, holding the last occurrence handled in epoch ms.
+
+    The key never expires: it is what crosses a restart. A read is one GET; a write is one
+    EVALSHA of ``lua/checkpoint_write.lua``, which compares and sets atomically, so two beats
+    writing at once keep the later instant. Instants are kept to the millisecond. Raises
+    ``StoreUnavailableError`` when Redis cannot be asked.
+    """
+
+    def __init__(self, client: Redis, *, prefix: str = "ddd_celery:checkpoint:") -> None:
+        self._client = client
+        self._prefix = prefix
+        self._write = register(client, "checkpoint_write.lua")
+
+    def read(self, job: str) -> datetime | None:
+        with unavailable_as(StoreUnavailableError, f"read the checkpoint of {job!r}"):
+            value = self._client.get(self._prefix + job)
+        return None if value is None else from_epoch_ms(int(value))
+
+    def write(self, job: str, handled: datetime) -> None:
+        at = epoch_ms(to_utc(handled, "handled"))
+        with unavailable_as(StoreUnavailableError, f"write the checkpoint of {job!r}"):
+            self._write(keys=[self._prefix + job], args=[at])

@@ -1,0 +1,48 @@
+"""The kernel Lock between processes, on Redis."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from redis import Redis
+
+from ddd_celery.kernel.clock import Clock, SystemClock
+from ddd_celery.kernel.lock import Lease, Lock, LockUnavailableError
+from ddd_celery.redis.errors import unavailable_as
+from ddd_celery.redis.scripts import register
+
+
+class RedisLock(Lock):
+    """One ``SET <prefix><key> <token> NX PX <ttl_ms>`` per acquire; release by owner token.
+
+    With the default empty prefix a key reads in Redis exactly as the scheduler names it,
+    ``job:<name>:<instant>``; its value is the owner token, and Redis expires it on its own
+    clock, so a holder that dies frees the key after its time to live. Release is one EVALSHA
+    of ``lua/release.lua``, which deletes the key only while it holds the lease's token.
+
+    ``clock`` only dates ``Lease.expires_at``: it is read before the request is sent, so the
+    lease never claims more than Redis grants (clocks agreeing).
+    """
+
+    def __init__(self, client: Redis, *, prefix: str = "", clock: Clock | None = None) -> None:
+        self._client = client
+        self._prefix = prefix
+        self._clock = clock or SystemClock()
+        self._release = register(client, "release.lua")
+
+    def acquire(self, key: str, ttl_ms: int) -> Lease | None:
+        if ttl_ms <= 0:
+            raise ValueError(f"a lock's time to live is a positive number of ms, not {ttl_ms}")
+        token = uuid.uuid4().hex
+        asked_at = self._clock.now()
+        with unavailable_as(LockUnavailableError, f"acquire the lock {key!r}"):
+            taken = self._client.set(self._prefix + key, token, nx=True, px=ttl_ms)
+        if not taken:
+            return None
+        return Lease(key, token, asked_at + timedelta(milliseconds=ttl_ms))
+
+    def release(self, lease: Lease) -> bool:
+        with unavailable_as(LockUnavailableError, f"release the lock {lease.key!r}"):
+            released = self._release(keys=[self._prefix + lease.key], args=[lease.token])
+        return bool(released)

@@ -1,0 +1,24 @@
+-- Claim an occurrence of a job: start it, queue it behind the run in progress, or refuse it.
+--
+-- Keys
+--   KEYS[1]  `<prefix><job>` (by default `ddd_celery:run:<job>`): a hash that exists while a
+--            run is in progress, expiring (PEXPIRE) when that run's time to live has passed;
+--              running  the occurrence in progress, in epoch milliseconds
+--              queued   the occurrence waiting behind it, in epoch milliseconds (at most one)
+--            The queued occurrence expires with the run it waits behind.
+-- Arguments
+--   ARGV[1]  the occurrence, in epoch milliseconds.
+--   ARGV[2]  '1' to queue it when a run is in progress, '0' to refuse it.
+--   ARGV[3]  the time to live of a run started now, in milliseconds (positive).
+-- Returns
+--   'started' (it is now the run in progress), 'queued' (it waits behind the run in
+--   progress) or 'busy' (a run is in progress and, when queueing, another already waits).
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'running', ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return 'started'
+end
+if ARGV[2] == '1' and redis.call('HSETNX', KEYS[1], 'queued', ARGV[1]) == 1 then
+  return 'queued'
+end
+return 'busy'

@@ -1,0 +1,60 @@
+"""The run state of jobs on Redis: overlap decided across beats and workers."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from redis import Redis
+
+from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
+from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
+from ddd_celery.redis.scripts import register
+from ddd_celery.scheduling.run_state import Claim, JobRunState
+
+
+class RedisJobRunState(JobRunState):
+    """One hash per job, ``<prefix><job>``, that exists while a run is in progress.
+
+    Its field ``running`` holds the occurrence in progress and ``queued`` the one waiting
+    behind it, both in epoch ms; the hash expires (PEXPIRE) with the run's time to live, on
+    Redis's clock. ``claim``, ``finish`` and ``drop_queued`` are each one EVALSHA of a script in
+    ``lua/``, so each is atomic for the job; ``running`` is one HGET. Instants are kept to the
+    millisecond. Raises ``StoreUnavailableError`` when Redis cannot be asked.
+    """
+
+    def __init__(self, client: Redis, *, prefix: str = "ddd_celery:run:") -> None:
+        self._client = client
+        self._prefix = prefix
+        self._claim = register(client, "run_claim.lua")
+        self._finish = register(client, "run_finish.lua")
+        self._drop_queued = register(client, "run_drop_queued.lua")
+
+    def claim(self, job: str, scheduled_at: datetime, *, queue: bool, ttl_ms: int) -> Claim:
+        at = epoch_ms(to_utc(scheduled_at, "scheduled_at"))
+        _require_ttl(ttl_ms)
+        with unavailable_as(StoreUnavailableError, f"claim {job!r} at {at} ms"):
+            reply = self._claim(keys=[self._prefix + job], args=[at, int(queue), ttl_ms])
+        return Claim(reply.decode() if isinstance(reply, bytes) else reply)
+
+    def finish(self, job: str, scheduled_at: datetime, *, ttl_ms: int) -> datetime | None:
+        at = epoch_ms(to_utc(scheduled_at, "scheduled_at"))
+        _require_ttl(ttl_ms)
+        with unavailable_as(StoreUnavailableError, f"finish {job!r} at {at} ms"):
+            promoted = self._finish(keys=[self._prefix + job], args=[at, ttl_ms])
+        return None if promoted is None else from_epoch_ms(promoted)
+
+    def drop_queued(self, job: str) -> datetime | None:
+        with unavailable_as(StoreUnavailableError, f"drop the queued occurrence of {job!r}"):
+            dropped = self._drop_queued(keys=[self._prefix + job])
+        return None if dropped is None else from_epoch_ms(dropped)
+
+    def running(self, job: str) -> datetime | None:
+        with unavailable_as(StoreUnavailableError, f"read the run in progress of {job!r}"):
+            value = self._client.hget(self._prefix + job, "running")
+        return None if value is None else from_epoch_ms(int(value))
+
+
+def _require_ttl(ttl_ms: int) -> None:
+    """Refuse a time to live Redis would turn into "delete now" or an error."""
+    if ttl_ms <= 0:
+        raise ValueError(f"a run's time to live is a positive number of ms, not {ttl_ms}")
