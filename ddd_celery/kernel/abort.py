@@ -36,12 +36,16 @@ class AbortController:
 
     def __init__(self) -> None:
         self.signal = AbortSignal()
+        self._once = threading.Lock()
 
     def abort(self, reason: BaseException) -> bool:
-        """Abort with ``reason``; the first reason wins. True when this call aborted it."""
-        signal = self.signal
-        if signal._event.is_set():
+        """Abort with ``reason``; the first reason wins. True when this call aborted it.
+
+        Taking a lock without blocking is one atomic step, so two threads aborting at once
+        cannot both win (a check of the event, then a set, could interleave).
+        """
+        if not self._once.acquire(blocking=False):
             return False
-        signal._reason = reason
-        signal._event.set()
+        self.signal._reason = reason
+        self.signal._event.set()
         return True
