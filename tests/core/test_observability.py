@@ -1,0 +1,273 @@
+"""RunRecorder and report_failed_runs: every outcome logged, counted and observed."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ddd_celery.kernel import DomainError, InMemoryErrorReporter, InMemoryMetrics, Labels
+from ddd_celery.scheduling.errors import JobLockUnavailableError, JobTimeoutError
+from ddd_celery.scheduling.observability import (
+    COULD_NOT_FOLLOW,
+    DEFAULT_LOGGER,
+    DURATION_HISTOGRAM,
+    RUNS_COUNTER,
+    RunDetail,
+    RunRecorder,
+    report_failed_runs,
+)
+from ddd_celery.scheduling.outcomes import JobRun, Outcome
+
+JOB = "billing.send-payment-reminders"
+SIX = datetime(2026, 3, 2, 6, 0, tzinfo=UTC)
+SECRET = "invoice inv-42 of ada@example.test"
+
+
+def a_run(outcome: Outcome, **fields: Any) -> JobRun:
+    """A record as a driver writes it: the fields of a run only when the job ran."""
+    ran: dict[str, Any] = (
+        {"started_at": SIX + timedelta(seconds=2), "duration_ms": 1_250.0, "correlation_id": "id-1"}
+        if outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
+        else {}
+    )
+    run = JobRun(job=JOB, context="billing", scheduled_at=SIX, outcome=outcome, **ran)
+    return replace(run, **fields)
+
+
+@pytest.fixture
+def logger() -> logging.Logger:
+    return logging.getLogger(DEFAULT_LOGGER)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "message", "level"),
+    [
+        (Outcome.SUCCEEDED, "Scheduled job succeeded", logging.INFO),
+        (Outcome.FAILED, "Scheduled job failed", logging.ERROR),
+        (
+            Outcome.SKIPPED_OVERLAP,
+            "Scheduled job skipped: the previous run is still in progress",
+            logging.WARNING,
+        ),
+        (
+            Outcome.SKIPPED_LOCKED,
+            "Scheduled job skipped: another instance runs this occurrence",
+            logging.DEBUG,
+        ),
+        (Outcome.MISSED, "Scheduled job missed", logging.WARNING),
+    ],
+)
+def test_each_outcome_is_one_log_entry_with_the_seeds_message_and_level(
+    caplog: pytest.LogCaptureFixture, outcome: Outcome, message: str, level: int
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger=DEFAULT_LOGGER):
+        RunRecorder().record(a_run(outcome))
+
+    assert [(r.name, r.getMessage(), r.levelno) for r in caplog.records] == [
+        (DEFAULT_LOGGER, message, level)
+    ]
+
+
+def test_a_run_is_logged_with_its_structured_fields(caplog: pytest.LogCaptureFixture) -> None:
+    run = a_run(Outcome.SUCCEEDED, tenant_id="acme")
+
+    with caplog.at_level(logging.INFO, logger=DEFAULT_LOGGER):
+        RunRecorder().record(run)
+
+    [record] = caplog.records
+    fields = record.__dict__
+    assert fields["job"] == JOB
+    assert fields["context"] == "billing"
+    assert fields["outcome"] == "succeeded"
+    assert fields["scheduled_at"] == "2026-03-02T06:00:00.000Z"
+    assert fields["duration_ms"] == 1_250.0
+    assert fields["correlation_id"] == "id-1"
+    assert fields["tenant_id"] == "acme"
+    assert "error_code" not in fields
+    assert "error_type" not in fields
+
+
+def test_an_occurrence_that_did_not_run_is_logged_without_run_fields(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger=DEFAULT_LOGGER):
+        RunRecorder().record(a_run(Outcome.MISSED))
+
+    fields = caplog.records[0].__dict__
+    assert fields["outcome"] == "missed"
+    assert fields["scheduled_at"] == "2026-03-02T06:00:00.000Z"
+    assert not {"duration_ms", "correlation_id", "error_code", "tenant_id"} & set(fields)
+
+
+def test_a_failure_is_logged_with_its_code_and_type_but_never_its_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    error = ValueError(SECRET)
+    run = a_run(Outcome.FAILED, error_code="UNEXPECTED_ERROR", error_type="ValueError")
+
+    with caplog.at_level(logging.DEBUG):
+        RunRecorder(on_run=lambda *_: None).record(run, error)
+
+    [record] = caplog.records
+    assert record.__dict__["error_code"] == "UNEXPECTED_ERROR"
+    assert record.__dict__["error_type"] == "ValueError"
+    assert record.exc_info is None
+    assert SECRET not in caplog.text
+    assert all(SECRET not in str(value) for value in record.__dict__.values())
+
+
+def test_each_outcome_is_counted_with_job_context_status_and_error_code() -> None:
+    metrics = InMemoryMetrics()
+    recorder = RunRecorder(metrics=metrics)
+
+    recorder.record(a_run(Outcome.SUCCEEDED))
+    recorder.record(a_run(Outcome.FAILED, error_code="JOB_TIMEOUT", error_type="JobTimeoutError"))
+    recorder.record(a_run(Outcome.SKIPPED_LOCKED))
+
+    assert sorted(metrics.series(RUNS_COUNTER), key=lambda labels: labels["status"]) == [
+        {"job": JOB, "context": "billing", "status": "failed", "error_code": "JOB_TIMEOUT"},
+        {"job": JOB, "context": "billing", "status": "skipped-locked", "error_code": ""},
+        {"job": JOB, "context": "billing", "status": "succeeded", "error_code": ""},
+    ]
+    assert metrics.counter(RUNS_COUNTER, job=JOB) == 3
+
+
+def test_only_a_run_observes_its_duration_in_milliseconds() -> None:
+    metrics = InMemoryMetrics()
+    recorder = RunRecorder(metrics=metrics)
+
+    recorder.record(a_run(Outcome.SUCCEEDED))
+    recorder.record(a_run(Outcome.MISSED))
+    recorder.record(a_run(Outcome.SKIPPED_OVERLAP))
+
+    assert metrics.observations(DURATION_HISTOGRAM) == [1_250.0]
+    assert metrics.observations(DURATION_HISTOGRAM, status="succeeded", error_code="") == [1_250.0]
+
+
+def test_on_run_gets_the_record_the_error_and_the_correlation_id() -> None:
+    seen: list[tuple[JobRun, BaseException | None, RunDetail]] = []
+    error = JobTimeoutError("too long", job=JOB)
+    run = a_run(Outcome.FAILED, error_code="JOB_TIMEOUT", error_type="JobTimeoutError")
+
+    RunRecorder(on_run=lambda *args: seen.append(args)).record(run, error)
+
+    assert seen == [(run, error, RunDetail("id-1"))]
+
+
+def test_an_observer_that_raises_is_logged_and_does_not_stop_the_recording(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    metrics = InMemoryMetrics()
+
+    def broken(run: JobRun, error: BaseException | None, detail: RunDetail) -> None:
+        raise RuntimeError("observer down")
+
+    with caplog.at_level(logging.DEBUG, logger=DEFAULT_LOGGER):
+        RunRecorder(metrics=metrics, on_run=broken).record(a_run(Outcome.SUCCEEDED))
+
+    assert [(r.getMessage(), r.levelno) for r in caplog.records] == [
+        ("Scheduled job succeeded", logging.INFO),
+        (COULD_NOT_FOLLOW, logging.ERROR),
+    ]
+    assert caplog.records[1].__dict__["job"] == JOB
+    assert metrics.counter(RUNS_COUNTER) == 1
+
+
+def test_metrics_that_raise_do_not_stop_the_observer() -> None:
+    class BrokenMetrics(InMemoryMetrics):
+        def increment(self, name: str, labels: Labels, value: float = 1.0) -> None:
+            raise ConnectionError("statsd down")
+
+    seen: list[JobRun] = []
+
+    RunRecorder(metrics=BrokenMetrics(), on_run=lambda run, *_: seen.append(run)).record(
+        a_run(Outcome.SUCCEEDED)
+    )
+
+    assert [run.outcome for run in seen] == [Outcome.SUCCEEDED]
+
+
+def test_what_goes_wrong_around_the_runs_is_logged_at_error_without_its_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger=DEFAULT_LOGGER):
+        RunRecorder().could_not_follow(JOB, ConnectionError(SECRET), what="write checkpoint")
+
+    [record] = caplog.records
+    assert (record.getMessage(), record.levelno) == (
+        "Scheduled job could not be followed",
+        logging.ERROR,
+    )
+    assert record.__dict__["job"] == JOB
+    assert record.__dict__["context"] == "billing"
+    assert record.__dict__["error_type"] == "ConnectionError"
+    assert SECRET not in caplog.text
+
+
+def test_report_failed_runs_reports_an_unexpected_failure_with_its_context() -> None:
+    reporter = InMemoryErrorReporter()
+    error = RuntimeError("boom")
+    run = a_run(Outcome.FAILED, error_code="UNEXPECTED_ERROR", error_type="RuntimeError")
+
+    report_failed_runs(reporter)(run, error, RunDetail("id-1"))
+
+    assert reporter.reported == [
+        (
+            error,
+            {
+                "job": JOB,
+                "scheduled_at": "2026-03-02T06:00:00.000Z",
+                "correlation_id": "id-1",
+                "error_code": "UNEXPECTED_ERROR",
+            },
+        )
+    ]
+
+
+def test_report_failed_runs_reports_a_timeout_and_a_lock_store_down() -> None:
+    reporter = InMemoryErrorReporter()
+    observe = report_failed_runs(reporter)
+    timeout, down = JobTimeoutError("t", job=JOB), JobLockUnavailableError("d", job=JOB)
+
+    observe(a_run(Outcome.FAILED, error_code="JOB_TIMEOUT"), timeout, RunDetail("id-1"))
+    observe(a_run(Outcome.FAILED, error_code="JOB_LOCK_UNAVAILABLE"), down, RunDetail(None))
+
+    assert [error for error, _ in reporter.reported] == [timeout, down]
+
+
+def test_report_failed_runs_does_not_report_a_domain_error() -> None:
+    reporter = InMemoryErrorReporter()
+    error = DomainError("INVOICE_PAID", "paid")
+
+    report_failed_runs(reporter)(
+        a_run(Outcome.FAILED, error_code="INVOICE_PAID"), error, RunDetail("id-1")
+    )
+
+    assert reporter.reported == []
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [Outcome.SUCCEEDED, Outcome.SKIPPED_OVERLAP, Outcome.SKIPPED_LOCKED, Outcome.MISSED],
+)
+def test_report_failed_runs_does_not_report_what_did_not_fail(outcome: Outcome) -> None:
+    reporter = InMemoryErrorReporter()
+
+    report_failed_runs(reporter)(a_run(outcome), RuntimeError("x"), RunDetail(None))
+
+    assert reporter.reported == []
+
+
+def test_report_failed_runs_through_the_recorder_reports_once() -> None:
+    reporter = InMemoryErrorReporter()
+    error = RuntimeError("boom")
+
+    RunRecorder(on_run=report_failed_runs(reporter)).record(
+        a_run(Outcome.FAILED, error_code="UNEXPECTED_ERROR"), error
+    )
+
+    assert [reported for reported, _ in reporter.reported] == [error]
