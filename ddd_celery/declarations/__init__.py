@@ -1,0 +1,38 @@
+"""What application code imports to declare jobs: no scheduler, no Celery, no I/O."""
+
+from ddd_celery.declarations.errors import DeclarationError
+from ddd_celery.declarations.execution import JobExecution
+from ddd_celery.declarations.options import JobOptions, MissedPolicy, OverlapPolicy, Tenancy
+from ddd_celery.declarations.schedule import (
+    CronRule,
+    IntervalRule,
+    ParsedJobSchedule,
+    describe_job_schedule,
+    parse_job_schedule,
+)
+from ddd_celery.declarations.scheduled import (
+    ScheduledJob,
+    ScheduledJobDeclaration,
+    collect_scheduled_jobs,
+    declaration_of,
+    scheduled,
+)
+
+__all__ = [
+    "CronRule",
+    "DeclarationError",
+    "IntervalRule",
+    "JobExecution",
+    "JobOptions",
+    "MissedPolicy",
+    "OverlapPolicy",
+    "ParsedJobSchedule",
+    "ScheduledJob",
+    "ScheduledJobDeclaration",
+    "Tenancy",
+    "collect_scheduled_jobs",
+    "declaration_of",
+    "describe_job_schedule",
+    "parse_job_schedule",
+    "scheduled",
+]
