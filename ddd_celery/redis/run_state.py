@@ -6,7 +6,7 @@ from datetime import datetime
 
 from redis import Redis
 
-from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
+from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, iso_ms, to_utc
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.scripts import register
 from ddd_celery.scheduling.run_state import Claim, JobRunState
@@ -32,14 +32,14 @@ class RedisJobRunState(JobRunState):
     def claim(self, job: str, scheduled_at: datetime, *, queue: bool, ttl_ms: int) -> Claim:
         at = epoch_ms(to_utc(scheduled_at, "scheduled_at"))
         _require_ttl(ttl_ms)
-        with unavailable_as(StoreUnavailableError, f"claim {job!r} at {at} ms"):
+        with unavailable_as(StoreUnavailableError, f"claim {job!r} at {iso_ms(scheduled_at)}"):
             reply = self._claim(keys=[self._prefix + job], args=[at, int(queue), ttl_ms])
         return Claim(reply.decode() if isinstance(reply, bytes) else reply)
 
     def finish(self, job: str, scheduled_at: datetime, *, ttl_ms: int) -> datetime | None:
         at = epoch_ms(to_utc(scheduled_at, "scheduled_at"))
         _require_ttl(ttl_ms)
-        with unavailable_as(StoreUnavailableError, f"finish {job!r} at {at} ms"):
+        with unavailable_as(StoreUnavailableError, f"finish {job!r} at {iso_ms(scheduled_at)}"):
             promoted = self._finish(keys=[self._prefix + job], args=[at, ttl_ms])
         return None if promoted is None else from_epoch_ms(promoted)
 
