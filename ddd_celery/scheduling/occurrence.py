@@ -9,8 +9,9 @@ An occurrence moves through the steps of ``MOVES``::
 
     scheduled --reached--> due --late--> missed
                             due --on_time--> waiting --jitter_elapsed--> locking
+    waiting --dropped--> missed
     locking --lock_taken | lock_not_needed--> claiming    locking --lock_held--> skipped-locked
-    locking --lock_unavailable--> failed
+    locking --lock_unavailable--> failed    claiming --lock_unavailable--> failed
     claiming --started--> running   claiming --queued--> queued   claiming --busy--> skipped-overlap
     queued --promoted--> running    queued --dropped--> missed
     running --succeeded--> succeeded    running --failed--> failed
@@ -89,10 +90,12 @@ MOVES: dict[tuple[Step, Event], Step] = {
     (Step.DUE, Event.LATE): Step.MISSED,
     (Step.DUE, Event.ON_TIME): Step.WAITING,
     (Step.WAITING, Event.JITTER_ELAPSED): Step.LOCKING,
+    (Step.WAITING, Event.DROPPED): Step.MISSED,
     (Step.LOCKING, Event.LOCK_TAKEN): Step.CLAIMING,
     (Step.LOCKING, Event.LOCK_NOT_NEEDED): Step.CLAIMING,
     (Step.LOCKING, Event.LOCK_HELD): Step.SKIPPED_LOCKED,
     (Step.LOCKING, Event.LOCK_UNAVAILABLE): Step.FAILED,
+    (Step.CLAIMING, Event.LOCK_UNAVAILABLE): Step.FAILED,
     (Step.CLAIMING, Event.STARTED): Step.RUNNING,
     (Step.CLAIMING, Event.QUEUED): Step.QUEUED,
     (Step.CLAIMING, Event.BUSY): Step.SKIPPED_OVERLAP,
@@ -217,8 +220,11 @@ def reach(
 
 
 def sleep_ms(now: datetime, wake_at: datetime | None) -> int:
-    """How long a driver sleeps before ``wake_at``: never negative, never more than an hour."""
+    """How long a driver sleeps before ``wake_at``: never negative, never more than an hour.
+
+    Rounded up, so a driver that wakes is at or past ``wake_at`` and never spins on zero sleeps.
+    """
     if wake_at is None:
         return MAX_SLEEP_MS
-    remaining = (wake_at - now) // timedelta(milliseconds=1)
+    remaining = -((now - wake_at) // timedelta(milliseconds=1))
     return max(0, min(MAX_SLEEP_MS, remaining))
