@@ -87,13 +87,15 @@ def dependencies(job: CeleryJob) -> dict[str, type]:
     """The ports a job's constructor takes, by parameter name, read from its annotations."""
     if job.job_class is None:
         return {}
-    init = job.job_class.__init__
+    init = next(
+        vars(klass)["__init__"] for klass in job.job_class.__mro__ if "__init__" in vars(klass)
+    )
     if init is object.__init__:
         return {}
     hints = typing.get_type_hints(init)
     ports: dict[str, type] = {}
-    for name, parameter in inspect.signature(init).parameters.items():
-        if name == "self" or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+    for name, parameter in inspect.signature(job.job_class).parameters.items():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
         port = hints.get(name)
         if not isinstance(port, type):
