@@ -1,0 +1,402 @@
+"""Celery beat on the occurrence rules: a heap of next instants and one lock per occurrence.
+
+Every beat of a deployment computes the same instants from the Clock and, before sending a
+``single_instance`` job, takes the lock ``job:<name>:<instant>``. The beat that gets it sends
+the task; the others record ``skipped-locked``. There is no leader, hence no failover delay: a
+beat that dies costs nothing but itself. Chosen with ``celery -A app beat -S ddd`` or
+``app.conf.beat_scheduler = "ddd_celery.celery.beat:JobBeatScheduler"`` (``install_jobs``
+sets it).
+
+Celery's own schedule machinery (the entry dict, the shelve file, ``celery.schedules``) is not
+used: its intervals restart from beat's start and its crontab gets DST wrong. The only state
+that crosses a restart is the checkpoints.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random as _random
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any, NamedTuple
+
+from celery.beat import BeatLazyFunc, Scheduler
+
+from ddd_celery.celery.message import OccurrenceMessage
+from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
+from ddd_celery.declarations.options import OverlapPolicy
+from ddd_celery.kernel.instants import iso_ms
+from ddd_celery.kernel.lock import Lease
+from ddd_celery.scheduling.errors import JobLockUnavailableError
+from ddd_celery.scheduling.execution import not_run
+from ddd_celery.scheduling.instants import next_occurrence
+from ddd_celery.scheduling.occurrence import (
+    MAX_SLEEP_MS,
+    Event,
+    Occurrence,
+    first_due,
+    jitter_delay_ms,
+    lock_key,
+    lock_ttl_ms,
+    reach,
+    run_ttl_ms,
+    sleep_ms,
+)
+from ddd_celery.scheduling.outcomes import Outcome
+from ddd_celery.scheduling.run_state import Claim
+
+logger = logging.getLogger(__name__)
+
+RETRY_MS = 60_000
+"""How long a job whose next instant could not be computed waits before beat tries again."""
+
+
+class _Kind(Enum):
+    DUE = "due"
+    """``at`` is an instant of the job: decide whether it is on time, missed or caught up."""
+    WAITING = "waiting"
+    """``at`` is the end of the jitter of ``occurrence``: take its lock and send it."""
+    RESUME = "resume"
+    """The job's next instant could not be computed: compute it again from ``at``."""
+
+
+class _Entry(NamedTuple):
+    """One wake-up on the heap; ``seq`` breaks ties, so entries never compare further."""
+
+    at: datetime
+    seq: int
+    kind: _Kind
+    job: CeleryJob
+    occurrence: Occurrence | None
+
+
+class JobBeatScheduler(Scheduler):  # type: ignore[misc]
+    """A ``celery.beat.Scheduler`` that drives the jobs installed on the app by ``install_jobs``.
+
+    A tick pops what is due, so it costs O(log n) per occurrence and O(1) when idle, whatever
+    the number of jobs; it returns how long beat may sleep: until the next instant, at most
+    ``max_interval`` (an hour unless ``--max-interval`` says less). ``tick()`` never raises: an
+    error it does not expect is logged and beat keeps ticking.
+
+    Beat records the occurrences it does not send (``missed``, ``skipped-locked``,
+    ``skipped-overlap``, ``failed``); the worker records the ones that run.
+    """
+
+    max_interval = MAX_SLEEP_MS / 1000
+
+    def __init__(
+        self, app: Any, *args: Any, random: Callable[[], float] | None = None, **kwargs: Any
+    ) -> None:
+        self._random = random or _random.random
+        self._jobs: CeleryJobs | None = None
+        self._due: list[_Entry] = []
+        self._seq = itertools.count()
+        self._leases: dict[str, deque[tuple[datetime, Lease]]] = {}
+        """Leases this beat holds, per job and oldest first, until no beat can still want them."""
+        self._handled: dict[str, datetime] = {}
+        self._releasing: list[tuple[str, Lease]] = []
+        super().__init__(app, *args, **kwargs)
+
+    def setup_schedule(self) -> None:
+        """Read the jobs and their checkpoints; put each enabled job's first instant on the heap.
+
+        Celery calls it for the scheduler that ticks, never for the lazy instance that prints
+        the banner, so the banner asks no store anything. Raises ``LookupError`` when no jobs are
+        installed on the app, which stops beat at start. A checkpoint that cannot be read is
+        logged and its job starts from now, as without checkpoints.
+        """
+        jobs = jobs_of(self.app)
+        self._jobs, self._due = jobs, []
+        if not jobs.start:
+            logger.info("beat: this process runs no job by time (RUN_JOBS is off)")
+            return
+        now = jobs.clock.now()
+        for job in jobs.jobs.values():
+            if job.schedule.options.enabled:
+                self._resume(job, now, self._checkpoint(jobs, job))
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        """Handle every occurrence due now; return the seconds beat may sleep.
+
+        Never raises: any exception out of ``tick`` would stop beat and every job with it.
+        """
+        try:
+            return self._tick()
+        except Exception:
+            logger.exception("beat: a tick failed; trying again in %s ms", RETRY_MS)
+            return min(RETRY_MS / 1000, self.max_interval)
+
+    @property
+    def info(self) -> str:
+        """The banner's line; reads only what ``install_jobs`` put on the app."""
+        try:
+            jobs = jobs_of(self.app)
+        except LookupError:
+            return "    . ddd_celery -> no jobs installed (call install_jobs)"
+        entries = sum(1 for job in jobs.jobs.values() if not job.declared)
+        running = "" if jobs.start else ", none run by time here (RUN_JOBS)"
+        return (
+            f"    . ddd_celery -> {len(jobs.jobs)} jobs ({entries} from beat_schedule), "
+            f"lock {type(jobs.lock).__name__}{running}"
+        )
+
+    def _tick(self) -> float:
+        if self._jobs is None:
+            self.setup_schedule()
+        jobs, due = self._registry(), self._due
+        now = jobs.clock.now()
+        if due and due[0].at <= now:
+            while due and due[0].at <= now:
+                self._handle(heapq.heappop(due), now)
+            self._follow_up(jobs)
+            now = jobs.clock.now()
+        return min(sleep_ms(now, due[0].at if due else None) / 1000, self.max_interval)
+
+    def _registry(self) -> CeleryJobs:
+        if self._jobs is None:
+            raise LookupError("the scheduler is not set up: setup_schedule() reads the jobs")
+        return self._jobs
+
+    def _handle(self, entry: _Entry, now: datetime) -> None:
+        """Handle one wake-up; an error is logged and costs this occurrence only."""
+        try:
+            if entry.kind is _Kind.DUE:
+                self._reach(entry.job, entry.at, now)
+            elif entry.kind is _Kind.WAITING:
+                assert entry.occurrence is not None  # pushed with its occurrence
+                self._dispatch(entry.job, entry.occurrence, now)
+            else:
+                self._resume(entry.job, entry.at, None)
+        except Exception:
+            logger.exception(
+                "beat: could not handle %s of %s at %s",
+                entry.kind.value,
+                entry.job.name,
+                iso_ms(entry.at),
+            )
+
+    def _resume(self, job: CeleryJob, now: datetime, checkpoint: datetime | None) -> None:
+        """Push the job's first instant from ``now`` (or its checkpoint), or retry later."""
+        try:
+            at = first_due(job.schedule, now, checkpoint)
+        except Exception:
+            logger.exception("beat: cannot compute the next instant of %s", job.name)
+            self._push(now + timedelta(milliseconds=RETRY_MS), _Kind.RESUME, job)
+            return
+        self._push(at, _Kind.DUE, job)
+
+    def _reach(self, job: CeleryJob, due: datetime, now: datetime) -> None:
+        """Decide what the instant ``due`` becomes, and push the job's next instant first."""
+        jobs = self._registry()
+        self._settle_leases(job, now)
+        try:
+            decision = reach(job.schedule, due, now, jobs.rules)
+            following = next_occurrence(job.schedule, decision.resume_after)
+        except Exception:
+            logger.exception("beat: cannot compute the next instant of %s", job.name)
+            self._push(now + timedelta(milliseconds=RETRY_MS), _Kind.RESUME, job)
+            return
+        self._push(following, _Kind.DUE, job)
+        if decision.missed is not None:
+            self._mark_handled(job, decision.resume_after)
+            jobs.recorder.record(not_run(job.name, decision.missed, Outcome.MISSED))
+        if decision.run is None:
+            return
+        occurrence = Occurrence(job.name, decision.run)
+        occurrence.move(Event.REACHED)
+        occurrence.move(Event.ON_TIME)
+        delay = jitter_delay_ms(job.schedule.options, self._random)
+        if delay:
+            self._push(decision.run + timedelta(milliseconds=delay), _Kind.WAITING, job, occurrence)
+        else:
+            self._dispatch(job, occurrence, now)
+
+    def _dispatch(self, job: CeleryJob, occurrence: Occurrence, now: datetime) -> None:
+        """Lock, claim and send one occurrence whose jitter has elapsed."""
+        jobs, at, options = self._registry(), occurrence.scheduled_at, job.schedule.options
+        occurrence.move(Event.JITTER_ELAPSED)
+        self._mark_handled(job, at)
+        lease: Lease | None = None
+        if options.single_instance:
+            try:
+                lease = jobs.lock.acquire(lock_key(job.name, at), lock_ttl_ms(options, jobs.rules))
+            except Exception as error:
+                occurrence.move(Event.LOCK_UNAVAILABLE)
+                self._record_unavailable(job, at, error, "the lock")
+                return
+            if lease is None:
+                occurrence.move(Event.LOCK_HELD)
+                jobs.recorder.record(not_run(job.name, at, Outcome.SKIPPED_LOCKED))
+                return
+            occurrence.move(Event.LOCK_TAKEN)
+            self._leases.setdefault(job.name, deque()).append((at, lease))
+        else:
+            occurrence.move(Event.LOCK_NOT_NEEDED)
+        try:
+            claim = self._claim(job, at)
+        except Exception as error:
+            occurrence.move(Event.LOCK_UNAVAILABLE)
+            self._record_unavailable(job, at, error, "the run state")
+            return
+        if claim is Claim.BUSY:
+            occurrence.move(Event.BUSY)
+            jobs.recorder.record(not_run(job.name, at, Outcome.SKIPPED_OVERLAP))
+            return
+        if claim is Claim.QUEUED:
+            # Nothing to send now: the worker that ends the run in progress sends this one.
+            occurrence.move(Event.QUEUED)
+            return
+        occurrence.move(Event.STARTED)
+        if lease is None:
+            lease_ends = now + timedelta(milliseconds=lock_ttl_ms(options, jobs.rules))
+        else:
+            lease_ends = lease.expires_at
+        self._send(job, occurrence, lease_ends)
+
+    def _claim(self, job: CeleryJob, at: datetime) -> Claim:
+        """Start the occurrence in the shared run state, where overlap is decided.
+
+        A ``beat_schedule`` entry is not checked: its task is the app's own and never reports
+        that a run ended, as under Celery's beat.
+        """
+        if not job.declared:
+            return Claim.STARTED
+        jobs, options = self._registry(), job.schedule.options
+        return jobs.run_state.claim(
+            job.name,
+            at,
+            queue=options.overlap is OverlapPolicy.QUEUE,
+            ttl_ms=run_ttl_ms(options, jobs.rules),
+        )
+
+    def _send(self, job: CeleryJob, occurrence: Occurrence, expires: datetime) -> None:
+        """Publish the task; a publish that fails is recorded ``failed`` and frees the run state.
+
+        The message expires with the lock: run later than that, another beat could have sent
+        the same occurrence again.
+        """
+        jobs, at = self._registry(), occurrence.scheduled_at
+        correlation_id = jobs.ids.next_id()
+        logger.info(
+            "Scheduler: Sending due task %s (%s) of %s", job.name, job.task_name, iso_ms(at)
+        )
+        try:
+            if job.declared:
+                self.app.send_task(
+                    job.task_name,
+                    kwargs=OccurrenceMessage(at, correlation_id).to_kwargs(),
+                    queue=job.queue,
+                    expires=expires,
+                    serializer="json",
+                )
+            else:
+                self._send_entry(job)
+        except Exception as error:
+            occurrence.move(Event.FAILED)
+            jobs.recorder.record(
+                not_run(job.name, at, Outcome.FAILED, error=error, correlation_id=correlation_id),
+                error,
+            )
+            if job.declared:
+                self._free_run_state(job, at)
+
+    def _send_entry(self, job: CeleryJob) -> None:
+        """Send a ``beat_schedule`` entry as Celery's beat does: same task, arguments, options."""
+        options = dict(job.options)
+        options["headers"] = {**(options.get("headers") or {}), "celery_beat_task": True}
+        args = [_evaluated(arg) for arg in job.args]
+        kwargs = {name: _evaluated(value) for name, value in job.kwargs.items()}
+        task = self.app.tasks.get(job.task_name)
+        if task is not None:
+            task.apply_async(args, kwargs, **options)
+        else:
+            self.app.send_task(job.task_name, args, kwargs, **options)
+
+    def _free_run_state(self, job: CeleryJob, at: datetime) -> None:
+        """End the claim of an occurrence that was never sent, so the job is not held busy.
+
+        What waited behind it is dropped and recorded ``missed``: its run would have followed
+        one that never happened.
+        """
+        jobs = self._registry()
+        try:
+            dropped = jobs.run_state.drop_queued(job.name)
+            jobs.run_state.finish(job.name, at, ttl_ms=run_ttl_ms(job.schedule.options, jobs.rules))
+        except Exception as error:
+            jobs.recorder.could_not_follow(job.name, error, what="free the run state")
+            return
+        if dropped is not None:
+            jobs.recorder.record(not_run(job.name, dropped, Outcome.MISSED))
+
+    def _record_unavailable(
+        self, job: CeleryJob, at: datetime, cause: Exception, store: str
+    ) -> None:
+        error = JobLockUnavailableError(f"{store} could not be asked; nothing sent", job=job.name)
+        error.__cause__ = cause
+        self._registry().recorder.record(not_run(job.name, at, Outcome.FAILED, error=error), error)
+
+    def _settle_leases(self, job: CeleryJob, now: datetime) -> None:
+        """Plan the release of leases no beat can still want.
+
+        A beat reaches an instant on time up to ``late_after_ms`` after it, then waits its
+        jitter before asking the lock, so a lease is kept that long: released earlier, a beat
+        that lags could take the same occurrence again. A lease that already expired is
+        forgotten without a round trip.
+        """
+        held = self._leases.get(job.name)
+        if not held:
+            return
+        rules = self._registry().rules
+        settled = now - timedelta(milliseconds=rules.late_after_ms + job.schedule.options.jitter_ms)
+        while held and held[0][0] < settled:
+            _, lease = held.popleft()
+            if lease.expires_at > now:
+                self._releasing.append((job.name, lease))
+
+    def _mark_handled(self, job: CeleryJob, at: datetime) -> None:
+        current = self._handled.get(job.name)
+        if current is None or at > current:
+            self._handled[job.name] = at
+
+    def _follow_up(self, jobs: CeleryJobs) -> None:
+        """Write checkpoints and release leases once the tick's tasks are sent.
+
+        After the sends, so no occurrence of this tick waits behind these round trips. A store
+        that fails is logged; the job goes on.
+        """
+        handled, self._handled = self._handled, {}
+        releasing, self._releasing = self._releasing, []
+        if jobs.checkpoints is not None:
+            for name, at in handled.items():
+                try:
+                    jobs.checkpoints.write(name, at)
+                except Exception as error:
+                    jobs.recorder.could_not_follow(name, error, what="write the checkpoint")
+        for name, lease in releasing:
+            try:
+                jobs.lock.release(lease)
+            except Exception as error:
+                jobs.recorder.could_not_follow(name, error, what="release the lock")
+
+    def _checkpoint(self, jobs: CeleryJobs, job: CeleryJob) -> datetime | None:
+        if jobs.checkpoints is None:
+            return None
+        try:
+            return jobs.checkpoints.read(job.name)
+        except Exception as error:
+            jobs.recorder.could_not_follow(job.name, error, what="read the checkpoint")
+            return None
+
+    def _push(
+        self, at: datetime, kind: _Kind, job: CeleryJob, occurrence: Occurrence | None = None
+    ) -> None:
+        heapq.heappush(self._due, _Entry(at, next(self._seq), kind, job, occurrence))
+
+
+def _evaluated(value: Any) -> Any:
+    """A ``BeatLazyFunc`` argument is called at each send, as Celery's beat does."""
+    return value() if isinstance(value, BeatLazyFunc) else value
