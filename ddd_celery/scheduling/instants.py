@@ -11,7 +11,7 @@ offset. Within a span the wall clock is UTC plus the offset, so the first (or la
 time is found with the calendar arithmetic of a naive cron (bitmasks of days, a bisect over the
 times of day, whole months skipped), then checked against the span's end. The spans come from
 ``zoneinfo`` itself, probed once a day and bisected to the second at each change of offset, and
-are cached per zone in chunks of about seven weeks. Probing daily assumes two changes of offset
+are cached per zone in chunks of about twelve days. Probing daily assumes two changes of offset
 are more than a day apart; in the IANA data they are at least a week apart. Python bounds every
 offset within a day, which lets a search jump over a stretch known to hold no match.
 """
@@ -26,9 +26,9 @@ from ddd_celery.declarations.schedule import CronRule, ParsedJobSchedule
 from ddd_celery.kernel.instants import require_aware
 
 _DAY = 86_400
-_CHUNK_BITS = 22
-"""A chunk of cached offsets covers 2**22 s of UTC, about 48.5 days."""
-_MAX_CHUNKS = 4096
+_CHUNK_BITS = 20
+"""A chunk of cached offsets covers 2**20 s of UTC, about 12 days: a jump probes one."""
+_MAX_CHUNKS = 8192
 """Chunks kept per zone; a process that wanders further starts over."""
 _UNIX_ORDINAL = 719_163
 """``date(1970, 1, 1).toordinal()``: days since the epoch plus this is a proleptic ordinal."""
