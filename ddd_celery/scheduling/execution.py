@@ -100,7 +100,8 @@ async def run_attempt(
     first: AttemptResult | None = None
     for tenant in attempt.tenants:
         if attempt.signal.aborted:
-            first = first or AttemptResult(attempt.signal.reason, tenant)
+            # The abort is the occurrence's (timeout, stop), not this tenant's: it never ran.
+            first = first or AttemptResult(attempt.signal.reason, None)
             break
         execution = JobExecution(
             scheduled_at=attempt.scheduled_at,

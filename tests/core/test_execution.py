@@ -159,7 +159,7 @@ async def test_a_failing_tenant_does_not_stop_the_others_and_the_first_error_win
     assert result == AttemptResult(first, "acme")
 
 
-async def test_an_aborted_signal_stops_before_the_next_tenant() -> None:
+async def test_an_aborted_signal_stops_before_the_next_tenant_and_blames_no_tenant() -> None:
     scope = FixedExecutionScope()
     controller = AbortController()
     timeout = JobTimeoutError("timed out", job=JOB)
@@ -172,7 +172,7 @@ async def test_an_aborted_signal_stops_before_the_next_tenant() -> None:
     result = await run_attempt(an_attempt(["acme", "globex"], controller), run, scope)
 
     assert ran_for == ["acme"]
-    assert result.error is timeout
+    assert result == AttemptResult(timeout, None)
 
 
 async def test_a_signal_aborted_before_the_occurrence_runs_no_tenant() -> None:
@@ -185,6 +185,7 @@ async def test_a_signal_aborted_before_the_occurrence_runs_no_tenant() -> None:
 
     assert job.executions == []
     assert isinstance(result.error, JobTimeoutError)
+    assert result.tenant_id is None
 
 
 async def test_a_job_that_throws_its_aborted_reason_fails_with_it() -> None:
