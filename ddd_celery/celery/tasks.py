@@ -1,0 +1,311 @@
+"""The worker side: the Celery task of each declared job, and ``run_now``.
+
+Beat decides and sends; the task runs one occurrence. It reads the occurrence from the message,
+opens the execution scope (origin ``schedule``, the job's system actor, the message's
+correlation id), builds the job from its providers, runs it tenant by tenant, and records
+``succeeded`` or ``failed`` with the same log line, metrics and ``on_run`` as every driver. It
+then ends the run in the shared run state, which may hand back an occurrence queued behind it
+(``overlap: 'queue'``): the task sends that one on, since beat cannot know when a run ends.
+
+``timeout_ms`` is enforced twice, because pools differ. On prefork, Celery's soft time limit
+raises inside the job's thread; on every pool (solo and threads have no time limits), a
+watchdog thread aborts ``execution.signal`` at the deadline. Whichever comes first records
+``failed``, ``JOB_TIMEOUT``; the occurrence is recorded once, whatever ends after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError
+from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
+from ddd_celery.declarations.execution import JobExecution
+from ddd_celery.kernel.abort import AbortController
+from ddd_celery.scheduling.errors import JobTimeoutError
+from ddd_celery.scheduling.execution import (
+    Attempt,
+    JobCallable,
+    deadline_of,
+    not_run,
+    ran,
+    run_attempt,
+    tenants_of,
+)
+from ddd_celery.scheduling.occurrence import run_ttl_ms
+from ddd_celery.scheduling.outcomes import JobRun, Outcome
+
+HARD_LIMIT_GRACE_S = 5.0
+"""How long past its soft limit a prefork child may go on before Celery kills it.
+
+Time for a job to see its signal and return; a job that ignores the signal is killed then, so
+it cannot hold a pool process for ever.
+"""
+
+Send = Callable[[CeleryJob, datetime], None]
+"""Sends the task of one occurrence of a job: how a promoted queued occurrence goes on."""
+
+
+def time_limits(timeout_ms: int | None) -> dict[str, float]:
+    """The task's soft and hard time limits for ``timeout_ms``; none without a timeout."""
+    if timeout_ms is None:
+        return {}
+    soft = timeout_ms / 1000
+    return {"soft_time_limit": soft, "time_limit": soft + HARD_LIMIT_GRACE_S}
+
+
+def register_job_task(app: Any, job: CeleryJob) -> None:
+    """Register the Celery task that runs ``job``, named after it.
+
+    Acknowledged early and never redelivered (an occurrence is not retried: the next one is the
+    retry), JSON only, no result kept: outcomes go to the logs, the metrics and ``on_run``.
+    """
+
+    def run_occurrence(task: Any, *args: Any, **kwargs: Any) -> None:
+        run_message(task.app, job.name, args, kwargs)
+
+    run_occurrence.__doc__ = f"Run one occurrence of the scheduled job {job.name}."
+    app.task(
+        run_occurrence,
+        name=job.task_name,
+        bind=True,
+        shared=False,
+        acks_late=False,
+        reject_on_worker_lost=False,
+        ignore_result=True,
+        serializer="json",
+        **time_limits(job.schedule.options.timeout_ms),
+    )
+
+
+def run_message(app: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    """Run the occurrence a task message carries; a message that cannot be read runs nothing.
+
+    Never raises for the job's sake: its outcome is recorded, and a worker goes on with the next
+    message either way.
+    """
+    registry = jobs_of(app)
+    job = registry.job(name)
+    try:
+        if args:
+            raise UnreadableMessageError("an occurrence travels as keyword arguments only")
+        message = OccurrenceMessage.from_kwargs(kwargs)
+    except UnreadableMessageError as error:
+        registry.recorder.could_not_follow(name, error, what="read the task message")
+        return
+    run = OccurrenceRun(
+        registry,
+        job,
+        scheduled_at=message.scheduled_at,
+        correlation_id=message.correlation_id,
+        tenant_id=message.tenant_id,
+        send=lambda promoted_job, at: send_occurrence(app, registry, promoted_job, at),
+    )
+    run.execute()
+
+
+def send_occurrence(app: Any, registry: CeleryJobs, job: CeleryJob, scheduled_at: datetime) -> None:
+    """Send the task of one occurrence, with a fresh correlation id.
+
+    It expires when its run would stop counting as in progress: run later than that, it could
+    overlap the next one.
+    """
+    message = OccurrenceMessage(scheduled_at, registry.ids.next_id())
+    app.send_task(
+        job.task_name,
+        kwargs=message.to_kwargs(),
+        queue=job.queue,
+        expires=run_ttl_ms(job.schedule.options, registry.rules) / 1000,
+        serializer="json",
+    )
+
+
+def run_now(target: Any, name: str) -> JobRun:
+    """Run the job ``name`` once in this process, as a worker would, and raise what it raised.
+
+    ``target`` is the Celery app or its ``CeleryJobs``. The run gets the scope of a scheduled
+    one (origin ``schedule``, the job's system actor, a fresh correlation id, ``scheduled_at``
+    the instant it was asked), takes no lock, leaves the run state alone, and is recorded like
+    any run. It works on a disabled job and in a process where ``RUN_JOBS`` is false. Raises
+    ``UnknownJobError`` for a name no job has, ``TypeError`` for a ``beat_schedule`` entry
+    (its own task runs it), ``JobTimeoutError`` for a run that outlived ``timeout_ms``; returns
+    the record of a run that succeeded. Call it from synchronous code (an async caller uses
+    ``asyncio.to_thread``): it runs its own event loop for an async job.
+    """
+    registry = target if isinstance(target, CeleryJobs) else jobs_of(target)
+    job = registry.job(name)
+    if not job.declared:
+        raise TypeError(
+            f"{name} is a beat_schedule entry: its task {job.task_name!r} runs it "
+            "(celery call), not run_now"
+        )
+    run = OccurrenceRun(
+        registry,
+        job,
+        scheduled_at=registry.clock.now(),
+        correlation_id=registry.ids.next_id(),
+        tenant_id=None,
+        send=None,
+    )
+    record, error = run.execute()
+    if error is not None:
+        raise error
+    return record
+
+
+class OccurrenceRun:
+    """One occurrence of a declared job run in this process, concluded exactly once.
+
+    The run ends either when the job returns or at its deadline, whichever comes first: the
+    first to conclude records the outcome and ends the run in the run state; the other does
+    nothing. A job that ignores its aborted signal goes on behind, unrecorded.
+    """
+
+    def __init__(
+        self,
+        registry: CeleryJobs,
+        job: CeleryJob,
+        *,
+        scheduled_at: datetime,
+        correlation_id: str,
+        tenant_id: str | None,
+        send: Send | None,
+    ) -> None:
+        self._registry = registry
+        self._job = job
+        self._tenant_id = tenant_id
+        self._send = send
+        self._controller = AbortController()
+        started_at = registry.clock.now()
+        self._attempt = Attempt(
+            job=job.name,
+            scheduled_at=scheduled_at,
+            started_at=started_at,
+            correlation_id=correlation_id,
+            signal=self._controller.signal,
+            deadline=deadline_of(started_at, job.schedule.options),
+            tenants=(),
+        )
+        self._mutex = threading.Lock()
+        self._concluded: tuple[JobRun, BaseException | None] | None = None
+        self._tenant: str | None = None
+
+    def execute(self) -> tuple[JobRun, BaseException | None]:
+        """Run the job and return the outcome recorded and the error it was recorded with.
+
+        The tenants are asked first: a directory that cannot answer fails the occurrence.
+        """
+        try:
+            tenants = (
+                [self._tenant_id]
+                if self._tenant_id is not None
+                else tenants_of(self._job.name, self._job.schedule.options, self._registry.tenants)
+            )
+        except Exception as unanswered:
+            return self._conclude(unanswered, None)
+        self._attempt = replace(self._attempt, tenants=tenants)
+        watchdog = self._watchdog()
+        try:
+            try:
+                run = self._callable()
+                result = asyncio.run(run_attempt(self._attempt, run, self._registry.scope))
+                error, tenant = result.error, result.tenant_id
+            except SoftTimeLimitExceeded as exceeded:
+                # Raised outside the job (an async job's loop, between two tenants).
+                error, tenant = self._timed_out(exceeded), self._tenant
+            return self._conclude(error, tenant)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+    def _callable(self) -> JobCallable:
+        """``run(execution)`` of a job built for each tenant's run, inside that run's scope.
+
+        A soft time limit interrupting the job becomes the run's ``JobTimeoutError`` before
+        ``run_attempt`` sees it, so the signal is aborted and no further tenant starts.
+        """
+        registry, job = self._registry, self._job
+        if inspect.iscoroutinefunction(getattr(job.job_class, "run", None)):
+
+            async def run_async(execution: JobExecution) -> Any:
+                self._tenant = execution.tenant_id
+                try:
+                    return await registry.build(job).run(execution)
+                except SoftTimeLimitExceeded as exceeded:
+                    raise self._timed_out(exceeded) from exceeded
+
+            return run_async
+
+        def run_sync(execution: JobExecution) -> Any:
+            self._tenant = execution.tenant_id
+            try:
+                return registry.build(job).run(execution)
+            except SoftTimeLimitExceeded as exceeded:
+                raise self._timed_out(exceeded) from exceeded
+
+        return run_sync
+
+    def _watchdog(self) -> threading.Timer | None:
+        """A timer that times the run out at its deadline, on pools without time limits."""
+        deadline = self._attempt.deadline
+        if deadline is None:
+            return None
+        delay = max(0.0, (deadline - self._registry.clock.now()).total_seconds())
+        timer = threading.Timer(delay, self._on_deadline)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def _on_deadline(self) -> None:
+        self._conclude(self._timed_out(None), self._tenant)
+
+    def _timed_out(self, cause: BaseException | None) -> BaseException:
+        """Abort the signal with a ``JobTimeoutError`` (the first reason wins) and return it."""
+        timeout = JobTimeoutError(
+            f"the run outlived timeout_ms={self._job.schedule.options.timeout_ms}",
+            job=self._job.name,
+        )
+        timeout.__cause__ = cause
+        self._controller.abort(timeout)
+        return self._controller.signal.reason or timeout
+
+    def _conclude(
+        self, error: BaseException | None, tenant: str | None
+    ) -> tuple[JobRun, BaseException | None]:
+        with self._mutex:
+            if self._concluded is not None:
+                return self._concluded
+            record = ran(self._attempt, self._registry.clock.now(), error, tenant)
+            self._concluded = (record, error)
+        self._registry.recorder.record(record, error)
+        if self._send is not None:
+            self._finish()
+        return record, error
+
+    def _finish(self) -> None:
+        """End the run in the run state and send on the occurrence queued behind it, if any."""
+        registry, job = self._registry, self._job
+        ttl_ms = run_ttl_ms(job.schedule.options, registry.rules)
+        ending = self._attempt.scheduled_at
+        while True:
+            try:
+                promoted = registry.run_state.finish(job.name, ending, ttl_ms=ttl_ms)
+            except Exception as error:
+                registry.recorder.could_not_follow(job.name, error, what="finish the run")
+                return
+            if promoted is None or self._send is None:
+                return
+            try:
+                self._send(job, promoted)
+                return
+            except Exception as error:
+                # Not sent, so not run: its record says so, and it stops counting as running.
+                registry.recorder.record(not_run(job.name, promoted, Outcome.FAILED, error=error))
+                ending = promoted
