@@ -27,7 +27,8 @@ def test_the_outcomes_are_the_seeds_five_strings() -> None:
         "skipped-locked",
         "missed",
     ]
-    assert Outcome.SKIPPED_LOCKED == "skipped-locked"
+    assert Outcome("skipped-locked") is Outcome.SKIPPED_LOCKED
+    assert f"{Outcome.SKIPPED_LOCKED}" == "skipped-locked"
 
 
 def test_each_outcome_is_a_terminal_step_of_the_same_name() -> None:

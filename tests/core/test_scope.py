@@ -64,7 +64,7 @@ async def test_the_context_follows_asyncio_tasks_each_keeping_its_own() -> None:
             current = scope.current()
             return None if current is None else current.correlation_id
 
-    assert await asyncio.gather(work("a"), work("b")) == ["a", "b"]
+    assert list(await asyncio.gather(work("a"), work("b"))) == ["a", "b"]
     assert scope.current() is None
 
 
