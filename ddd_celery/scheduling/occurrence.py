@@ -163,8 +163,12 @@ def lock_ttl_ms(options: JobOptions, rules: SchedulerRules) -> int:
 
 
 def run_ttl_ms(options: JobOptions, rules: SchedulerRules) -> int:
-    """How long a run counts as in progress when its end is never reported (a dead worker)."""
-    return options.timeout_ms or rules.lock_ttl_ms
+    """How long a run counts as in progress when its end is never reported (a dead worker).
+
+    Its bound plus ``late_after_ms``: a run freed at the instant of its timeout must still be
+    found in progress, so that finishing it promotes the occurrence queued behind it.
+    """
+    return (options.timeout_ms or rules.lock_ttl_ms) + rules.late_after_ms
 
 
 def jitter_delay_ms(options: JobOptions, random: Callable[[], float]) -> int:
