@@ -10,6 +10,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+import weakref
 from collections.abc import Awaitable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -39,6 +40,9 @@ _T = TypeVar("_T")
 MAX_SETTLE_ROUNDS = 100_000
 """Loop passes a settle allows before it calls the loop busy for ever (a job spinning)."""
 
+_SETTLING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
+"""Settles in progress per loop: each keeps one callback ready, which is not work to wait for."""
+
 
 class ManualJobTimers(JobTimers):
     """Timers on a ``FixedClock`` that fire only when the test moves time with ``advance``.
@@ -54,6 +58,10 @@ class ManualJobTimers(JobTimers):
         self._clock = clock
         self._timers: list[tuple[datetime, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
+        self._advancing = 0
+        self._still = asyncio.Event()
+        """Set while no ``advance`` is in progress."""
+        self._still.set()
 
     async def sleep(self, ms: int) -> None:
         if ms < 0:
@@ -82,27 +90,38 @@ class ManualJobTimers(JobTimers):
         if delta < timedelta(0):
             raise ValueError(f"time advances by a positive duration, not {delta}")
         target = self._clock.now() + delta
-        await self.settle()
-        while self._fire_next(until=target) is not None:
+        self._advancing += 1
+        self._still.clear()
+        try:
             await self.settle()
-        if target > self._clock.now():
-            self._clock.set(target)
-        await self.settle()
+            while self._fire_next(until=target) is not None:
+                await self.settle()
+            if target > self._clock.now():
+                self._clock.set(target)
+            await self.settle()
+        finally:
+            self._advancing -= 1
+            if not self._advancing:
+                self._still.set()
 
     async def run_until(self, awaitable: Awaitable[_T]) -> _T:
-        """Await ``awaitable`` while letting time pass: fire timers in order until it is done.
+        """Await ``awaitable``, letting time pass when nothing else moves it.
 
-        For what waits on these timers itself (``stop()`` waiting out its grace period).
-        Raises ``RuntimeError`` when it still waits with no timer left to fire.
+        For what waits on these timers itself (``stop()`` waiting out its grace period). While
+        the test advances the clock, it only watches; otherwise, each time everything has
+        settled and ``awaitable`` still waits, it fires the next timer. Raises ``RuntimeError``
+        when it still waits with no timer left to fire.
         """
         task = asyncio.ensure_future(awaitable)
-        await self.settle()
-        while not task.done():
-            if self._fire_next(until=None) is None:
+        while True:
+            await self.settle()
+            if task.done():
+                return task.result()
+            if self._advancing:
+                await self._still.wait()
+            elif self._fire_next(until=None) is None:
                 task.cancel()
                 raise RuntimeError("it waits on something no timer will fire")
-            await self.settle()
-        return task.result()
 
     async def settle(self) -> None:
         """Let every task that can make progress run until none can, without moving time."""
@@ -113,10 +132,15 @@ class ManualJobTimers(JobTimers):
                 "ManualJobTimers settles on asyncio's own event loop, which exposes its ready "
                 f"queue; {type(loop).__name__} does not"
             )
-        for _ in range(MAX_SETTLE_ROUNDS):
-            await asyncio.sleep(0)
-            if not ready:
-                return
+        _SETTLING[loop] = _SETTLING.get(loop, 0) + 1
+        try:
+            for _ in range(MAX_SETTLE_ROUNDS):
+                await asyncio.sleep(0)
+                # what is ready then is this loop's callbacks, or the other settles' next pass
+                if len(ready) < _SETTLING[loop]:
+                    return
+        finally:
+            _SETTLING[loop] -= 1
         raise RuntimeError(f"the loop is still busy after {MAX_SETTLE_ROUNDS} passes")
 
     def _fire_next(self, *, until: datetime | None) -> datetime | None:
