@@ -195,7 +195,6 @@ class OccurrenceRun:
         )
         self._mutex = threading.Lock()
         self._concluded: tuple[JobRun, BaseException | None] | None = None
-        self._tenant: str | None = None
 
     def execute(self) -> tuple[JobRun, BaseException | None]:
         """Run the job and return the outcome recorded and the error it was recorded with.
@@ -219,7 +218,9 @@ class OccurrenceRun:
                 error, tenant = result.error, result.tenant_id
             except SoftTimeLimitExceeded as exceeded:
                 # Raised outside the job (an async job's loop, between two tenants).
-                error, tenant = self._timed_out(exceeded), self._tenant
+                error, tenant = self._timed_out(exceeded), None
+            if error is not None and error is self._controller.signal.reason:
+                tenant = None  # a timeout is the occurrence's, not one tenant's
             return self._conclude(error, tenant)
         finally:
             if watchdog is not None:
@@ -235,7 +236,6 @@ class OccurrenceRun:
         if inspect.iscoroutinefunction(getattr(job.job_class, "run", None)):
 
             async def run_async(execution: JobExecution) -> Any:
-                self._tenant = execution.tenant_id
                 try:
                     return await registry.build(job).run(execution)
                 except SoftTimeLimitExceeded as exceeded:
@@ -244,7 +244,6 @@ class OccurrenceRun:
             return run_async
 
         def run_sync(execution: JobExecution) -> Any:
-            self._tenant = execution.tenant_id
             try:
                 return registry.build(job).run(execution)
             except SoftTimeLimitExceeded as exceeded:
@@ -264,7 +263,7 @@ class OccurrenceRun:
         return timer
 
     def _on_deadline(self) -> None:
-        self._conclude(self._timed_out(None), self._tenant)
+        self._conclude(self._timed_out(None), None)
 
     def _timed_out(self, cause: BaseException | None) -> BaseException:
         """Abort the signal with a ``JobTimeoutError`` (the first reason wins) and return it."""
