@@ -1,0 +1,97 @@
+"""The clinic on Celery: ``celery -A examples.clinic.app worker`` and ``... beat``.
+
+The composition root: it builds the adapters, binds them to the ports the handlers take, and
+installs the declared jobs with one ``install_jobs`` call. Every job gets a ``CommandBus``;
+nothing else of the application knows about Celery. Configuration, not code, decides the rest:
+the backend (``platform/backend.py``), the tenants, and with ``DEMO=1`` the job settings of
+``demo.toml``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+import examples.clinic.platform.logs  # noqa: F401 - shows ddd_celery's log fields in the lines
+from ddd_celery.celery import install_jobs
+from ddd_celery.declarations import collect_scheduled_jobs
+from ddd_celery.kernel import (
+    Clock,
+    CommandBus,
+    InMemoryCommandBus,
+    InMemoryTenantDirectory,
+    SystemClock,
+)
+from examples.clinic.billing.application.commands.close_month import (
+    CloseMonth,
+    CloseMonthHandler,
+)
+from examples.clinic.billing.infrastructure.sqlite_closed_months import SqliteClosedMonths
+from examples.clinic.notification.application.commands.send_due_reminders import (
+    SendDueReminders,
+    SendDueRemindersHandler,
+)
+from examples.clinic.notification.application.mailer import Mailer
+from examples.clinic.notification.infrastructure.logging_mailer import LoggingMailer
+from examples.clinic.notification.infrastructure.sqlite_reminders import (
+    SqliteReminderRepository,
+)
+from examples.clinic.platform.backend import choose_backend
+
+CLINICS = ("clinic-lyon", "clinic-paris")
+"""The tenants: each clinic closes its own books."""
+
+DEMO_SETTINGS = Path(__file__).with_name("demo.toml")
+
+
+def create_app(
+    environ: Mapping[str, str], *, clock: Clock | None = None, mailer: Mailer | None = None
+) -> Celery:
+    """The clinic's Celery app for ``environ``; ``clock`` and ``mailer`` are for tests."""
+    backend = choose_backend(environ)
+    backend.prepare()
+    clock = clock or SystemClock()
+    mailer = mailer or LoggingMailer()
+    database = backend.clinic_database
+
+    def command_bus() -> CommandBus:
+        bus = InMemoryCommandBus()
+        bus.register(
+            SendDueReminders,
+            SendDueRemindersHandler(SqliteReminderRepository(database), mailer),
+        )
+        bus.register(CloseMonth, CloseMonthHandler(SqliteClosedMonths(database)))
+        return bus
+
+    app = Celery("clinic")
+    app.conf.update(backend.celery_settings(), task_ignore_result=True, enable_utc=True)
+    lock, checkpoints, run_state = backend.stores(clock)
+    install_jobs(
+        app,
+        jobs=collect_scheduled_jobs("examples.clinic.notification", "examples.clinic.billing"),
+        providers={CommandBus: command_bus},
+        lock=lock,
+        checkpoints=checkpoints,
+        run_state=run_state,
+        tenants=InMemoryTenantDirectory(CLINICS),
+        settings=job_settings(environ),
+        environ=environ,
+        clock=clock,
+    )
+    return app
+
+
+def job_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings of this environment: ``demo.toml`` with ``DEMO=1``, else the declarations."""
+    if environ.get("DEMO") != "1":
+        return {}
+    with DEMO_SETTINGS.open("rb") as file:
+        return tomllib.load(file)
+
+
+app = create_app(os.environ)

@@ -1,0 +1,1 @@
+"""The use cases of billing and the jobs that trigger them."""

@@ -1,0 +1,1 @@
+"""Commands of billing and their handlers."""

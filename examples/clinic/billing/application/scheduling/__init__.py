@@ -1,0 +1,1 @@
+"""The scheduled jobs of billing: each only sends a command."""

@@ -1,0 +1,1 @@
+"""The rules of the monthly close."""

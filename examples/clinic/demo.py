@@ -1,0 +1,232 @@
+"""``./dev example``: run the clinic with one ``celery worker`` and one ``celery beat``.
+
+Seeds reminders due now (and one due a little later), starts both processes on the backend
+``platform/backend.py`` picks, shows what the jobs do, and stops both cleanly on Ctrl-C or after
+``--for SECONDS``. The summary counts each reminder's mails: one each, or the exit status is 1.
+The jobs run with the settings of ``demo.toml`` unless ``DEMO=0``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from ddd_celery.kernel import SystemClock
+from examples.clinic.notification.domain.reminder import Reminder
+from examples.clinic.notification.infrastructure.sqlite_reminders import (
+    SqliteReminderRepository,
+)
+from examples.clinic.platform.backend import BACKEND, DATA, Backend, choose_backend
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = {
+    "worker": ["worker", "--loglevel=INFO", "--concurrency=2", "--purge"],
+    "beat": ["beat", "--loglevel=INFO"],
+}
+STOP_GRACE_S = 15.0
+
+PATIENTS = {
+    "ada@example.test": timedelta(minutes=-10),
+    "grace@example.test": timedelta(minutes=-1),
+    "alan@example.test": timedelta(0),
+    "barbara@example.test": timedelta(seconds=12),
+}
+"""Each patient's reminder is due that long after the demo starts: the last, by a later run."""
+
+_LINE = re.compile(r"^\[[\d-]+ (?P<time>[\d:]+),\d+: \w+/[^\]]+\] (?P<text>.*)$")
+_SHOWN = re.compile(r"Reminder sent|Scheduled job|Month .* closed|Sending due task|ERROR|CRITICAL")
+_SENT = re.compile(r"Reminder sent to \S+ \(reminder (?P<reminder>[\w-]+)")
+_SUCCEEDED = re.compile(r"Scheduled job succeeded \(job=(?P<job>\S+)")
+_CLOSED = re.compile(r"Month (?P<month>\S+) closed for tenant (?P<tenant>\S+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line of the output of the worker or of beat."""
+
+    process: str
+    text: str
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="./dev example", description=__doc__)
+    parser.add_argument("--for", dest="seconds", type=float, help="stop after SECONDS")
+    parser.add_argument("--verbose", action="store_true", help="show every line of both")
+    arguments = parser.parse_args(argv)
+
+    backend = choose_backend(os.environ)
+    print(f"Backend: {backend.describe()}", flush=True)
+    seeded = seed(backend)
+    print(f"Seeded {len(seeded)} reminders, for {', '.join(seeded.values())}", flush=True)
+
+    lines: queue.Queue[Line | None] = queue.Queue()
+    processes = {name: start(name, backend, lines) for name in COMMANDS}
+    pids = ", ".join(f"celery {name} (pid {process.pid})" for name, process in processes.items())
+    until = f"for {arguments.seconds:g} s" if arguments.seconds else "until Ctrl-C"
+    print(f"Started {pids}; running {until}", flush=True)
+
+    seen: list[Line] = []
+    deadline = None if arguments.seconds is None else time.monotonic() + arguments.seconds
+    try:
+        follow(processes, lines, seen, deadline, verbose=arguments.verbose)
+    except KeyboardInterrupt:
+        print("\nStopping", flush=True)
+    finally:
+        stop(processes)
+    drain(lines, seen, len(processes), verbose=arguments.verbose)
+    return summarise(seeded, seen)
+
+
+def seed(backend: Backend) -> dict[str, str]:
+    """Start from nothing, then plan the patients' reminders; returns {reminder id: address}."""
+    stale = [backend.clinic_database]
+    if backend.redis_url is None:
+        stale.append(backend.data / "jobs.sqlite3")
+        shutil.rmtree(backend.data / "broker", ignore_errors=True)
+    for database in stale:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{database}{suffix}").unlink(missing_ok=True)
+    backend.prepare()
+    reminders = SqliteReminderRepository(backend.clinic_database)
+    now = SystemClock().now()
+    seeded = {}
+    for number, (address, due_in) in enumerate(PATIENTS.items(), start=1):
+        reminder = Reminder.plan(
+            f"reminder-{number}",
+            appointment_id=f"appointment-{number}",
+            recipient=address,
+            due_at=now + due_in,
+        )
+        reminders.save(reminder)
+        seeded[reminder.id] = address
+    return seeded
+
+
+def start(name: str, backend: Backend, lines: queue.Queue[Line | None]) -> subprocess.Popen[str]:
+    """Start ``celery -A examples.clinic.app <name>`` in its own session, its lines to ``lines``.
+
+    Its own session: Ctrl-C reaches this script only, which then stops each process cleanly.
+    """
+    environ = {
+        **os.environ,
+        BACKEND: backend.name,
+        DATA: str(backend.data),
+        "DEMO": os.environ.get("DEMO", "1"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    if backend.redis_url is not None:
+        environ["REDIS_URL"] = backend.redis_url
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "examples.clinic.app", *COMMANDS[name]],
+        cwd=ROOT,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    threading.Thread(target=pump, args=(name, process, lines), daemon=True).start()
+    return process
+
+
+def pump(name: str, process: subprocess.Popen[str], lines: queue.Queue[Line | None]) -> None:
+    """Move the lines of ``process`` to ``lines``, then None at its end."""
+    assert process.stdout is not None
+    for text in process.stdout:
+        lines.put(Line(name, text.rstrip()))
+    lines.put(None)
+
+
+def follow(
+    processes: dict[str, subprocess.Popen[str]],
+    lines: queue.Queue[Line | None],
+    seen: list[Line],
+    deadline: float | None,
+    *,
+    verbose: bool,
+) -> None:
+    """Show the lines until the deadline, or until a process ends on its own."""
+    while deadline is None or time.monotonic() < deadline:
+        wait = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
+        try:
+            line = lines.get(timeout=wait)
+        except queue.Empty:
+            continue
+        if line is None:
+            ended = [name for name, process in processes.items() if process.poll() is not None]
+            print(f"celery {', '.join(ended) or 'process'} ended on its own", flush=True)
+            return
+        show(line, seen, verbose=verbose)
+
+
+def stop(processes: dict[str, subprocess.Popen[str]]) -> None:
+    """SIGTERM (a warm shutdown), then SIGKILL to the process group of one that hangs."""
+    for process in processes.values():
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for name, process in processes.items():
+        try:
+            process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            print(f"celery {name} did not stop within {STOP_GRACE_S:g} s: killed", flush=True)
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def drain(lines: queue.Queue[Line | None], seen: list[Line], ends: int, *, verbose: bool) -> None:
+    """Show what the processes wrote while stopping, up to the end of each."""
+    while ends:
+        line = lines.get()
+        if line is None:
+            ends -= 1
+        else:
+            show(line, seen, verbose=verbose)
+
+
+def show(line: Line, seen: list[Line], *, verbose: bool) -> None:
+    seen.append(line)
+    parsed = _LINE.match(line.text)
+    text = parsed["text"] if parsed else line.text
+    if verbose or (parsed and _SHOWN.search(text)):
+        when = parsed["time"] if parsed else " " * 8
+        print(f"{when} {line.process:<6} {text}", flush=True)
+
+
+def summarise(seeded: dict[str, str], seen: list[Line]) -> int:
+    """Print what the jobs did; 1 when a reminder was mailed more than once."""
+    sent = Counter(match["reminder"] for line in seen if (match := _SENT.search(line.text)))
+    succeeded = Counter(job["job"] for line in seen if (job := _SUCCEEDED.search(line.text)))
+    closed = sorted(
+        f"{match['tenant']} {match['month']}"
+        for line in seen
+        if (match := _CLOSED.search(line.text))
+    )
+    print("\nSummary")
+    for reminder, address in seeded.items():
+        print(f"  {reminder} for {address}: mailed {sent[reminder]} time(s)")
+    runs = ", ".join(f"{job} {count}x" for job, count in sorted(succeeded.items()))
+    print(f"  scheduled jobs succeeded: {runs or 'none'}")
+    print(f"  months closed: {', '.join(closed) or 'none'}")
+    twice = sorted(reminder for reminder, count in sent.items() if count > 1)
+    if twice:
+        print(f"  mailed more than once: {', '.join(twice)}")
+        return 1
+    print("  no reminder was mailed twice")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

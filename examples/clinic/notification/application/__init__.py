@@ -1,0 +1,1 @@
+"""The use cases of notification and the jobs that trigger them."""

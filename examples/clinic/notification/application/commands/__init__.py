@@ -1,0 +1,1 @@
+"""Commands of notification and their handlers."""

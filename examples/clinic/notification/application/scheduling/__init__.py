@@ -1,0 +1,1 @@
+"""The scheduled jobs of notification: each only sends a command."""

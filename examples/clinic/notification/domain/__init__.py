@@ -1,0 +1,1 @@
+"""The rules of reminders: no Celery, no storage, no clock."""

@@ -1,0 +1,104 @@
+"""Where the clinic's processes meet: Redis when there is one, else files on this machine.
+
+Chosen once by the demo and passed to the worker and beat in ``DDD_CELERY_EXAMPLE_BACKEND``,
+so both processes always agree. Without it: Redis when ``REDIS_URL`` is set or a Redis answers
+on localhost, otherwise the embedded default, which needs no server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import redis
+
+from ddd_celery.kernel import Clock, Lock
+from ddd_celery.redis import RedisJobCheckpoints, RedisJobRunState, RedisLock, connect
+from ddd_celery.scheduling.checkpoints import JobCheckpoints
+from ddd_celery.scheduling.run_state import JobRunState
+from ddd_celery.sqlite import SqliteJobCheckpoints, SqliteJobRunState, SqliteLock
+
+BACKEND = "DDD_CELERY_EXAMPLE_BACKEND"
+"""``redis`` or ``embedded``: forces the backend instead of looking for a Redis."""
+DATA = "DDD_CELERY_EXAMPLE_DATA"
+"""The folder of the example's files; ``.example/`` at the root of the repository by default."""
+LOCAL_REDIS = "redis://127.0.0.1:6379/0"
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / ".example"
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """The broker and the job stores the worker and beat share, and the example's data folder."""
+
+    name: Literal["redis", "embedded"]
+    data: Path
+    redis_url: str | None = None
+
+    def describe(self) -> str:
+        if self.redis_url is not None:
+            return f"Redis at {self.redis_url} (broker, lock, checkpoints, run state)"
+        return (
+            f"the embedded default, no server: kombu's filesystem transport and SQLite files "
+            f"in {self.data}"
+        )
+
+    @property
+    def clinic_database(self) -> Path:
+        """The clinic's own data (reminders, closed months), whatever the backend."""
+        return self.data / "clinic.sqlite3"
+
+    def celery_settings(self) -> dict[str, Any]:
+        if self.redis_url is not None:
+            return {"broker_url": self.redis_url}
+        broker = self.data / "broker"
+        return {
+            "broker_url": "filesystem://",
+            "broker_transport_options": {
+                "data_folder_in": str(broker / "queue"),
+                "data_folder_out": str(broker / "queue"),
+                "processed_folder": str(broker / "processed"),
+                "control_folder": str(broker / "control"),
+            },
+        }
+
+    def prepare(self) -> None:
+        """Create the folders the files live in (kombu's filesystem transport needs them)."""
+        self.data.mkdir(parents=True, exist_ok=True)
+        if self.redis_url is None:
+            for folder in ("queue", "processed", "control"):
+                (self.data / "broker" / folder).mkdir(parents=True, exist_ok=True)
+
+    def stores(self, clock: Clock) -> tuple[Lock, JobCheckpoints, JobRunState]:
+        """The lock, checkpoints and run state; none connects before its first use."""
+        if self.redis_url is not None:
+            client = connect(self.redis_url)
+            return (
+                RedisLock(client, clock=clock),
+                RedisJobCheckpoints(client),
+                RedisJobRunState(client),
+            )
+        jobs = self.data / "jobs.sqlite3"
+        return SqliteLock(jobs, clock), SqliteJobCheckpoints(jobs), SqliteJobRunState(jobs, clock)
+
+
+def choose_backend(environ: Mapping[str, str]) -> Backend:
+    """The backend ``environ`` asks for, or the one this machine offers."""
+    data = Path(environ.get(DATA) or DEFAULT_DATA)
+    forced = environ.get(BACKEND, "")
+    url = environ.get("REDIS_URL")
+    if forced == "embedded":
+        return Backend("embedded", data)
+    if forced == "redis" or (not forced and (url or _answers(LOCAL_REDIS))):
+        return Backend("redis", data, url or LOCAL_REDIS)
+    if forced:
+        raise ValueError(f"{BACKEND}={forced!r}: expected 'redis' or 'embedded'")
+    return Backend("embedded", data)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=0.3).ping())
+    except (redis.RedisError, OSError):
+        return False
