@@ -185,9 +185,13 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             at = first_due(job.schedule, now, checkpoint)
         except Exception:
             logger.exception("beat: cannot compute the next instant of %s", job.name)
-            self._push(now + timedelta(milliseconds=RETRY_MS), _Kind.RESUME, job)
+            self._retry(job, now)
             return
         self._push(at, _Kind.DUE, job)
+
+    def _retry(self, job: CeleryJob, now: datetime) -> None:
+        """Compute the job's next instant again later: a failing schedule stops only itself."""
+        self._push(now + timedelta(milliseconds=RETRY_MS), _Kind.RESUME, job)
 
     def _reach(self, job: CeleryJob, due: datetime, now: datetime) -> None:
         """Decide what the instant ``due`` becomes, and push the job's next instant first."""
@@ -195,12 +199,17 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self._settle_leases(job, now)
         try:
             decision = reach(job.schedule, due, now, jobs.rules)
-            following = next_occurrence(job.schedule, decision.resume_after)
+        except Exception:
+            logger.exception(
+                "beat: cannot decide the occurrence of %s at %s", job.name, iso_ms(due)
+            )
+            self._retry(job, now)
+            return
+        try:
+            self._push(next_occurrence(job.schedule, decision.resume_after), _Kind.DUE, job)
         except Exception:
             logger.exception("beat: cannot compute the next instant of %s", job.name)
-            self._push(now + timedelta(milliseconds=RETRY_MS), _Kind.RESUME, job)
-            return
-        self._push(following, _Kind.DUE, job)
+            self._retry(job, now)
         if decision.missed is not None:
             self._mark_handled(job, decision.resume_after)
             jobs.recorder.record(not_run(job.name, decision.missed, Outcome.MISSED))
@@ -305,16 +314,16 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 self._free_run_state(job, at)
 
     def _send_entry(self, job: CeleryJob) -> None:
-        """Send a ``beat_schedule`` entry as Celery's beat does: same task, arguments, options."""
+        """Send a ``beat_schedule`` entry as Celery's beat does: same task, arguments, options.
+
+        ``send_task`` routes it by ``task_routes`` and the task's own options, as
+        ``apply_async`` would.
+        """
         options = dict(job.options)
         options["headers"] = {**(options.get("headers") or {}), "celery_beat_task": True}
         args = [_evaluated(arg) for arg in job.args]
         kwargs = {name: _evaluated(value) for name, value in job.kwargs.items()}
-        task = self.app.tasks.get(job.task_name)
-        if task is not None:
-            task.apply_async(args, kwargs, **options)
-        else:
-            self.app.send_task(job.task_name, args, kwargs, **options)
+        self.app.send_task(job.task_name, args, kwargs, **options)
 
     def _free_run_state(self, job: CeleryJob, at: datetime) -> None:
         """End the claim of an occurrence that was never sent, so the job is not held busy.
