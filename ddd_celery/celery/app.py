@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from ddd_celery.celery.beat_entries import translate_beat_schedule
 from ddd_celery.celery.registry import (
     ATTRIBUTE,
     CeleryJob,
@@ -157,15 +158,7 @@ def refuse_pickle(conf: Any) -> None:
 
 def _beat_entries(conf: Any) -> list[CeleryJob]:
     """The app's ``beat_schedule`` entries as jobs of the ``beat`` context, in its timezone."""
-    if not conf.beat_schedule:
-        return []
-    # Imported here: an app without entries never loads Celery's schedule classes.
-    from ddd_celery.celery.beat_entries import translate_beat_schedule  # noqa: PLC0415
-
-    entries: list[CeleryJob] = translate_beat_schedule(
-        conf.beat_schedule, timezone=str(conf.timezone or "UTC")
-    )
-    return entries
+    return translate_beat_schedule(conf.beat_schedule or {}, timezone=str(conf.timezone or "UTC"))
 
 
 def _declarations(jobs: Iterable[type | ScheduledJobDeclaration]) -> list[ScheduledJobDeclaration]:
@@ -206,10 +199,15 @@ def _described(
         raise UnknownJobError(
             f"routes name {', '.join(map(repr, unknown))}, which no job declares", job=unknown[0]
         )
-    return [
-        replace(job, queue=routes[job.name]) if job.name in routes else job
-        for job in [*jobs, *entries]
-    ]
+    return [_routed(job, routes.get(job.name)) for job in [*jobs, *entries]]
+
+
+def _routed(job: CeleryJob, queue: str | None) -> CeleryJob:
+    """The job on ``queue``; an entry of ``beat_schedule`` is sent with it in its options."""
+    if queue is None:
+        return job
+    options = job.options if job.declared else {**job.options, "queue": queue}
+    return replace(job, queue=queue, options=options)
 
 
 def _route(conf: Any, queues: Mapping[str, str]) -> None:

@@ -315,3 +315,54 @@ def test_calling_a_job_task_by_hand_goes_to_the_jobs_queue_and_other_routes_stil
 
     assert app.amqp.router.route({}, REMINDERS)["queue"].name == "mail"
     assert app.amqp.router.route({}, "app.export")["queue"].name == "app-tasks"
+
+
+FLUSH = {"flush cache": {"task": "cache.flush", "schedule": 900, "options": {"priority": 3}}}
+
+
+def test_beat_schedule_entries_become_jobs_of_the_beat_context_run_by_their_own_tasks(
+    make_app: AppFactory,
+) -> None:
+    app = make_app(beat_schedule=FLUSH)
+
+    registry = install(app)
+
+    entry = registry.jobs["beat.flush-cache"]
+    assert (entry.task_name, entry.declared) == ("cache.flush", False)
+    assert entry.schedule.description == "every 15m"
+    assert "beat.flush-cache" not in app.tasks
+
+
+def test_a_beat_schedule_entry_is_switched_off_and_routed_like_a_job(
+    make_app: AppFactory,
+) -> None:
+    app = make_app(beat_schedule=FLUSH)
+
+    registry = install(
+        app,
+        environ={"JOB_BEAT_FLUSH_CACHE_ENABLED": "false"},
+        routes={"beat.flush-cache": "maintenance"},
+    )
+
+    entry = registry.jobs["beat.flush-cache"]
+    assert entry.schedule.options.enabled is False
+    assert entry.queue == "maintenance"
+    assert entry.options == {"priority": 3, "queue": "maintenance"}
+
+
+def test_beat_schedule_entries_are_left_alone_when_asked(make_app: AppFactory) -> None:
+    registry = install(make_app(beat_schedule=FLUSH), include_beat_schedule=False)
+
+    assert "beat.flush-cache" not in registry.jobs
+
+
+def test_a_beat_schedule_entry_that_cannot_be_translated_is_refused_naming_it(
+    make_app: AppFactory,
+) -> None:
+    class AtDawn:
+        """A schedule class of the app's own, which the time core cannot read."""
+
+    app = make_app(beat_schedule={"at dawn": {"task": "x.y", "schedule": AtDawn()}})
+
+    with pytest.raises(DeclarationError, match="at dawn"):
+        install(app)
