@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import itertools
 import logging
 import random as _random
 from collections.abc import Callable
@@ -74,6 +73,8 @@ class _Job:
     name: str
     schedule: ParsedJobSchedule
     run: JobCallable
+    rank: int
+    """Its place in the order of registration: jobs due at the same instant start in it."""
     next_at: datetime | None = None
     lease: Lease | None = None
     """The lock of the last occurrence this instance took, released at the next one."""
@@ -141,7 +142,7 @@ class InProcessJobScheduler(JobScheduler):
         self._run_state = run_state or InMemoryJobRunState(clock)
         self._jobs: dict[str, _Job] = {}
         self._heap: list[tuple[datetime, int, _Job]] = []
-        self._order = itertools.count()
+        """(next instant, rank, job): one entry per armed job."""
         self._driver: asyncio.Task[None] | None = None
         self._nap: asyncio.Task[None] | None = None
         self._stopped: asyncio.Future[None] | None = None
@@ -166,7 +167,7 @@ class InProcessJobScheduler(JobScheduler):
             raise InvalidJobScheduleError("run must be a callable taking the execution", job=name)
         parsed = _with_tenancy(parse_job_schedule(schedule, job=name), tenancy, name)
         require_tenants(name, parsed.options, self._tenants)
-        job = _Job(name=name, schedule=parsed, run=run)
+        job = _Job(name=name, schedule=parsed, run=run, rank=len(self._jobs))
         self._jobs[name] = job
         if self._driver is not None:
             self._arm(job, self._clock.now())
@@ -251,7 +252,7 @@ class InProcessJobScheduler(JobScheduler):
         if not job.schedule.options.enabled:
             return
         job.next_at = first_due(job.schedule, now, self._read_checkpoint(job.name))
-        heapq.heappush(self._heap, (job.next_at, next(self._order), job))
+        heapq.heappush(self._heap, (job.next_at, job.rank, job))
 
     def _reach(self, job: _Job, now: datetime) -> None:
         """Handle the job's due instant: record a gap, start an occurrence, arm the next one."""
@@ -266,7 +267,7 @@ class InProcessJobScheduler(JobScheduler):
             self._record(job, not_run(job.name, decision.missed, Outcome.MISSED))
         self._write_checkpoint(job.name, decision.resume_after)
         job.next_at = next_occurrence(job.schedule, decision.resume_after)
-        heapq.heappush(self._heap, (job.next_at, next(self._order), job))
+        heapq.heappush(self._heap, (job.next_at, job.rank, job))
         if decision.run is not None:
             occurrence = Occurrence(job.name, decision.run)
             occurrence.move(Event.REACHED)
