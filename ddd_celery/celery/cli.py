@@ -17,15 +17,16 @@ import click
 from celery.bin.base import CeleryCommand
 
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
-from ddd_celery.celery.tasks import run_now
+from ddd_celery.celery.tasks import run_here
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.errors import UnknownJobError
 from ddd_celery.scheduling.instants import next_occurrence
-from ddd_celery.scheduling.outcomes import error_code_of
 from ddd_celery.scheduling.run_state import InMemoryJobRunState
 
 UNKNOWN = "unknown"
 UNAVAILABLE = "unavailable"
+UNTRACKED = "untracked"
+"""The RUNNING of a ``beat_schedule`` entry: its task is the app's own and reports no end."""
 COLUMNS = ("NAME", "SCHEDULE", "ENABLED", "QUEUE", "NEXT RUN", "RUNNING", "LAST HANDLED")
 
 
@@ -43,7 +44,8 @@ def list_jobs(ctx: click.Context) -> None:
     rows = [_row(registry, job, now) for job in registry.jobs.values()]
     widths = [max(len(row[i]) for row in [COLUMNS, *rows]) for i in range(len(COLUMNS))]
     for row in [COLUMNS, *rows]:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        click.echo("  ".join(cells).rstrip())
     for note in _notes(registry):
         click.echo(note)
 
@@ -55,25 +57,23 @@ def run_now_command(ctx: click.Context, name: str) -> None:
     """Run the job NAME once, in this process, as a worker would (no lock)."""
     registry = _registry(ctx)
     try:
-        record = run_now(registry, name)
+        record, error = run_here(registry, name)
     except UnknownJobError:
-        known = ", ".join(registry.jobs) or "none"
+        known = ", ".join(sorted(registry.jobs)) or "none"
         raise click.BadParameter(
             f"no job is named {name!r}; the jobs are: {known}", param_hint="NAME"
         ) from None
-    except TypeError as error:  # a beat_schedule entry
-        raise click.UsageError(str(error)) from None
-    except Exception as error:
-        click.echo(
-            f"{name} failed: {error_code_of(error)} ({type(error).__name__}); "
-            "see the log line 'Scheduled job failed' for its correlation id",
-            err=True,
-        )
-        ctx.exit(1)
-    click.echo(
-        f"{name} succeeded in {record.duration_ms or 0:.0f} ms "
-        f"(scheduled_at {iso_ms(record.scheduled_at)}, correlation id {record.correlation_id})"
+    except TypeError as refused:  # a beat_schedule entry
+        raise click.UsageError(str(refused)) from None
+    ran = (
+        f"in {record.duration_ms or 0:.0f} ms (scheduled_at {iso_ms(record.scheduled_at)}, "
+        f"correlation id {record.correlation_id})"
     )
+    if error is not None:
+        # The code and type only, as the log line: an error's message may quote data.
+        click.echo(f"{name} failed: {record.error_code} ({record.error_type}) {ran}", err=True)
+        ctx.exit(1)
+    click.echo(f"{name} succeeded {ran}")
 
 
 def _registry(ctx: click.Context) -> CeleryJobs:
@@ -91,15 +91,17 @@ def _row(registry: CeleryJobs, job: CeleryJob, now: datetime) -> tuple[str, ...]
         "yes" if enabled else "no",
         job.queue or "(task's own)",
         iso_ms(next_occurrence(job.schedule, now)) if enabled else "never by time",
-        _running(registry, job.name),
+        _running(registry, job),
         _last_handled(registry, job.name),
     )
 
 
-def _running(registry: CeleryJobs, name: str) -> str:
+def _running(registry: CeleryJobs, job: CeleryJob) -> str:
+    if not job.declared:
+        return UNTRACKED
     if isinstance(registry.run_state, InMemoryJobRunState):
         return UNKNOWN
-    return _asked(lambda: registry.run_state.running(name), none="no")
+    return _asked(lambda: registry.run_state.running(job.name), none="no")
 
 
 def _last_handled(registry: CeleryJobs, name: str) -> str:

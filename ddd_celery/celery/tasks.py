@@ -139,6 +139,17 @@ def run_now(target: Any, name: str) -> JobRun:
     the record of a run that succeeded. Call it from synchronous code (an async caller uses
     ``asyncio.to_thread``): it runs its own event loop for an async job.
     """
+    record, error = run_here(target, name)
+    if error is not None:
+        raise error
+    return record
+
+
+def run_here(target: Any, name: str) -> tuple[JobRun, BaseException | None]:
+    """``run_now`` that returns the record and the error instead of raising what the job raised.
+
+    For a caller that reports the run itself, such as ``celery jobs run-now``.
+    """
     registry = target if isinstance(target, CeleryJobs) else jobs_of(target)
     job = registry.job(name)
     if not job.declared:
@@ -154,10 +165,7 @@ def run_now(target: Any, name: str) -> JobRun:
         tenant_id=None,
         send=None,
     )
-    record, error = run.execute()
-    if error is not None:
-        raise error
-    return record
+    return run.execute()
 
 
 class OccurrenceRun:
