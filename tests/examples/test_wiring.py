@@ -1,0 +1,66 @@
+"""The composition root: declared schedules, the demo's settings, the backend it picks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ddd_celery.celery import jobs_of
+from ddd_celery.declarations import describe_job_schedule
+from examples.clinic.app import create_app
+from examples.clinic.platform.backend import BACKEND, DATA, LOCAL_REDIS, choose_backend
+
+
+def schedules(environ: dict[str, str]) -> dict[str, str]:
+    jobs = jobs_of(create_app(environ)).jobs
+    return {name: describe_job_schedule(job.schedule) for name, job in jobs.items()}
+
+
+def test_the_jobs_run_on_their_declared_schedules_by_default(environ: dict[str, str]) -> None:
+    assert schedules(environ) == {
+        "billing.close-month": "cron 0 2 1 * * (Europe/Paris)",
+        "notification.send-due-reminders": "every 15m",
+    }
+
+
+def test_the_demo_reschedules_both_jobs_by_configuration(environ: dict[str, str]) -> None:
+    assert schedules({**environ, "DEMO": "1"}) == {
+        "billing.close-month": "every 15s",
+        "notification.send-due-reminders": "every 10s",
+    }
+
+
+def test_a_job_is_switched_off_by_its_environment_variable(environ: dict[str, str]) -> None:
+    app = create_app({**environ, "JOB_BILLING_CLOSE_MONTH_ENABLED": "false"})
+
+    assert not jobs_of(app).jobs["billing.close-month"].schedule.options.enabled
+
+
+def test_each_job_has_the_queue_of_its_context(environ: dict[str, str]) -> None:
+    jobs = jobs_of(create_app(environ)).jobs
+
+    assert {name: job.queue for name, job in jobs.items()} == {
+        "billing.close-month": "billing",
+        "notification.send-due-reminders": "notification",
+    }
+
+
+def test_the_embedded_default_needs_no_server(tmp_path: Path) -> None:
+    backend = choose_backend({BACKEND: "embedded", DATA: str(tmp_path), "REDIS_URL": LOCAL_REDIS})
+
+    assert backend.redis_url is None
+    assert backend.celery_settings()["broker_url"] == "filesystem://"
+    assert backend.clinic_database == tmp_path / "clinic.sqlite3"
+
+
+def test_redis_url_chooses_redis() -> None:
+    backend = choose_backend({"REDIS_URL": "redis://redis.internal:6379/3"})
+
+    assert backend.redis_url == "redis://redis.internal:6379/3"
+    assert backend.celery_settings() == {"broker_url": "redis://redis.internal:6379/3"}
+
+
+def test_an_unknown_backend_is_refused() -> None:
+    with pytest.raises(ValueError, match="'redis' or 'embedded'"):
+        choose_backend({BACKEND: "rabbitmq"})
