@@ -33,7 +33,7 @@ from examples.clinic.platform.backend import BACKEND, DATA, Backend, choose_back
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = {
-    "worker": ["worker", "--loglevel=INFO", "--concurrency=2", "--purge"],
+    "worker": ["worker", "--loglevel=INFO", "--concurrency=2"],
     "beat": ["beat", "--loglevel=INFO"],
 }
 STOP_GRACE_S = 15.0
@@ -66,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--for", dest="seconds", type=float, help="stop after SECONDS")
     parser.add_argument("--verbose", action="store_true", help="show every line of both")
     arguments = parser.parse_args(argv)
+    # Ctrl-C, or a SIGTERM from a supervisor, stops both processes before this script ends.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     backend = choose_backend(os.environ)
     print(f"Backend: {backend.describe()}", flush=True)
