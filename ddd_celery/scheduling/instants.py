@@ -48,6 +48,8 @@ _Chunk = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 """Span starts (UTC seconds; the last item is the chunk's end), each span's offset, and the
 offset before it, which tells a repeated hour (a larger offset before) from the rest."""
 _CHUNKS: dict[str, dict[int, _Chunk]] = {}
+"""Per zone name, filled lazily. Threads may share it: a chunk is immutable once stored, and two
+threads computing the same one store equal values."""
 
 
 def next_occurrence(parsed: ParsedJobSchedule, after: datetime) -> datetime:

@@ -4,7 +4,9 @@ The reference knows nothing of the evaluator: hypothesis draws each cron field a
 from which both the text and the set of values it means are built; the reference then walks UTC
 minutes, reads each on the zone's clock with ``astimezone`` and keeps those whose wall clock
 matches (for a pinned job, only the first pass of a repeated hour: ``fold == 0``). Years start at
-1980, from which every zone's offset is a whole number of minutes.
+1980, from which every zone's offset is a whole number of minutes. Before it, offsets such as
+-00:44:30 put occurrences between UTC minutes, and a second reference goes the other way: from
+each matching wall time to the instants ``zoneinfo`` gives it, kept when they round-trip.
 """
 
 from __future__ import annotations
@@ -188,7 +190,7 @@ def parsed_or_refused(reference: Reference, zone: str) -> ParsedJobSchedule | No
     return None
 
 
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @PROPERTY
@@ -238,8 +240,74 @@ def test_latest_occurrence_is_the_last_reference_occurrence_of_the_range(
         assert next_occurrence(parsed, latest) > not_after
 
 
+@PROPERTY
+@given(reference=references(), near=instants_near_changes())
+def test_a_long_chain_increases_strictly_matches_the_fields_and_leaves_nothing_between(
+    reference: Reference, near: tuple[str, datetime]
+) -> None:
+    zone, previous = near
+    parsed = parsed_or_refused(reference, zone)
+    if parsed is None:
+        return
+
+    for _ in range(40):
+        instant = next_occurrence(parsed, previous)
+        assert instant > previous
+        assert reference.matches(instant.astimezone(ZoneInfo(zone)))
+        assert latest_occurrence(parsed, after=previous, not_after=instant) == instant
+        before = instant - timedelta(microseconds=1)
+        assert latest_occurrence(parsed, after=previous, not_after=before) is None
+        previous = instant
+
+
 def windows_around_changes(year: int) -> list[tuple[str, datetime]]:
     return [(zone, change) for zone in ZONES for change in transitions(zone, year)]
+
+
+def wall_clock_occurrences(
+    zone: ZoneInfo, after: datetime, until: datetime, *, pinned: bool
+) -> list[datetime]:
+    """Every quarter-hour wall time's instants t with after < t < until, found from the wall
+    clock: a wall time that does not exist round-trips from neither fold, a repeated one from
+    both (fold 0 is the first pass)."""
+    wall = (after.astimezone(zone) - timedelta(days=1)).replace(
+        tzinfo=None, second=0, microsecond=0
+    )
+    wall -= timedelta(minutes=wall.minute % 15)
+    found = set()
+    while wall < (until.astimezone(zone) + timedelta(days=1)).replace(tzinfo=None):
+        for fold in (0,) if pinned else (0, 1):
+            instant = wall.replace(tzinfo=zone, fold=fold).astimezone(UTC)
+            if instant.astimezone(zone).replace(tzinfo=None) == wall and after < instant < until:
+                found.add(instant)
+        wall += timedelta(minutes=15)
+    return sorted(found)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    zone=st.sampled_from(ZONES),
+    decade=st.integers(1850, 1970),
+    pinned=st.booleans(),
+    data=st.data(),
+)
+def test_historic_changes_and_offsets_in_seconds_follow_the_wall_clock(
+    zone: str, decade: int, pinned: bool, data: st.DataObject
+) -> None:
+    changes = [change for year in range(decade, decade + 10) for change in transitions(zone, year)]
+    if not changes:
+        return
+    change = data.draw(st.sampled_from(changes))
+    parsed = parse_job_schedule(
+        {"cron": "*/15 0-23 * * *" if pinned else "*/15 * * * *", "time_zone": zone}
+    )
+    after, until = change - timedelta(hours=26), change + timedelta(hours=26)
+
+    found, instant = [], after
+    while (instant := next_occurrence(parsed, instant)) < until:
+        found.append(instant)
+
+    assert found == wall_clock_occurrences(ZoneInfo(zone), after, until, pinned=pinned)
 
 
 @pytest.mark.parametrize("expression", ["*/15 * * * *", "*/15 0-23 * * *"])
@@ -284,7 +352,7 @@ def number(token: str) -> int:
     return DAY_NAMES.index(token) if token in DAY_NAMES else int(token)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     reference=references().filter(read_alike_by_peers),
     start=st.datetimes(datetime(1990, 1, 1), datetime(2090, 1, 1)),
