@@ -154,7 +154,17 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 self._handle(heapq.heappop(due), now)
             self._follow_up(jobs)
             now = jobs.clock.now()
-        return min(sleep_ms(now, due[0].at if due else None) / 1000, self.max_interval)
+        return self._seconds_until(now, due[0].at if due else None)
+
+    def _seconds_until(self, now: datetime, wake_at: datetime | None) -> float:
+        """The exact time left, so beat wakes on the instant rather than up to 1 ms after it.
+
+        Never more than an hour (``sleep_ms``) nor ``max_interval``, never negative.
+        """
+        seconds = sleep_ms(now, wake_at) / 1000
+        if wake_at is not None:
+            seconds = min(seconds, max(0.0, (wake_at - now).total_seconds()))
+        return min(seconds, self.max_interval)
 
     def _registry(self) -> CeleryJobs:
         if self._jobs is None:
@@ -228,16 +238,17 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """Lock, claim and send one occurrence whose jitter has elapsed."""
         jobs, at, options = self._registry(), occurrence.scheduled_at, job.schedule.options
         occurrence.move(Event.JITTER_ELAPSED)
-        self._mark_handled(job, at)
         lease: Lease | None = None
         if options.single_instance:
             try:
                 lease = jobs.lock.acquire(lock_key(job.name, at), lock_ttl_ms(options, jobs.rules))
             except Exception as error:
                 occurrence.move(Event.LOCK_UNAVAILABLE)
+                self._mark_handled(job, at)
                 self._record_unavailable(job, at, error, "the lock")
                 return
             if lease is None:
+                # The checkpoint is left to the holder of the lock: one write per occurrence.
                 occurrence.move(Event.LOCK_HELD)
                 jobs.recorder.record(not_run(job.name, at, Outcome.SKIPPED_LOCKED))
                 return
@@ -245,6 +256,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             self._leases.setdefault(job.name, deque()).append((at, lease))
         else:
             occurrence.move(Event.LOCK_NOT_NEEDED)
+        self._mark_handled(job, at)
         try:
             claim = self._claim(job, at)
         except Exception as error:

@@ -563,6 +563,26 @@ def test_writes_the_last_occurrence_handled_of_each_job(clock: FixedClock) -> No
     assert checkpoints.read("billing.remind") == datetime(2026, 3, 2, 10, 15, tzinfo=UTC)
 
 
+def test_the_beat_that_holds_the_lock_writes_the_checkpoint_and_the_others_leave_it(
+    clock: FixedClock,
+) -> None:
+    class CountedCheckpoints(InMemoryJobCheckpoints):
+        writes = 0
+
+        def write(self, job: str, handled: datetime) -> None:
+            CountedCheckpoints.writes += 1
+            super().write(job, handled)
+
+    lock, checkpoints = InMemoryLock(clock), CountedCheckpoints()
+    job = declared("billing.remind", every="15m")
+    first, second = (Instance(clock, [job], lock, checkpoints) for _ in range(2))
+
+    run_until(clock, START + timedelta(minutes=32), first.beat(), second.beat())
+
+    assert checkpoints.read("billing.remind") == datetime(2026, 3, 2, 10, 30, tzinfo=UTC)
+    assert CountedCheckpoints.writes == 3
+
+
 def test_after_a_restart_a_gap_is_recorded_missed_once_with_its_first_instant(
     clock: FixedClock,
 ) -> None:
