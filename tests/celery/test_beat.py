@@ -23,8 +23,10 @@ import pytest
 from celery import Celery
 from celery.apps.beat import Beat
 from celery.beat import BeatLazyFunc, Service
+from celery.schedules import crontab
 from redis import Redis
 
+from ddd_celery.celery import install_jobs
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.beat_entries import translate_beat_schedule
 from ddd_celery.celery.message import OccurrenceMessage
@@ -879,6 +881,25 @@ def test_a_beat_schedule_entry_is_sent_as_celery_beat_sends_it_under_the_lock(
     }
     assert sent.at == datetime(2026, 3, 2, 10, tzinfo=UTC)
     assert second.outcomes() == [("skipped-locked", "2026-03-02T10:00:00Z")]
+
+
+def test_the_entries_install_jobs_finds_in_beat_schedule_are_what_beat_sends(
+    clock: FixedClock,
+) -> None:
+    app = Celery(f"beat-{uuid.uuid4().hex}", broker="memory://", set_as_current=False)
+    app.conf.update(
+        beat_schedule={"Flush cache": {"task": "cache.flush", "schedule": crontab(minute=0)}},
+        timezone="Europe/Paris",
+    )
+    install_jobs(app, jobs=[], lock=InMemoryLock(clock), clock=clock, environ={})
+    sent: list[tuple[str, datetime]] = []
+    app.send_task = lambda name, *args, **options: sent.append((name, clock.now()))
+    beat = Service(app=app, scheduler_cls=app.conf.beat_scheduler).get_scheduler()
+
+    run_until(clock, START + timedelta(minutes=2), beat)
+
+    assert isinstance(beat, JobBeatScheduler)
+    assert sent == [("cache.flush", datetime(2026, 3, 2, 10, tzinfo=UTC))]
 
 
 # --- the real Redis --------------------------------------------------------------------------
