@@ -17,7 +17,6 @@ from typing import Any
 
 from celery import Celery
 
-import examples.clinic.platform.logs  # noqa: F401 - shows ddd_celery's log fields in the lines
 from ddd_celery.celery import install_jobs
 from ddd_celery.declarations import collect_scheduled_jobs
 from ddd_celery.kernel import (
@@ -42,6 +41,7 @@ from examples.clinic.notification.infrastructure.sqlite_reminders import (
     SqliteReminderRepository,
 )
 from examples.clinic.platform.backend import choose_backend
+from examples.clinic.platform.logs import show_log_fields
 
 CLINICS = ("clinic-lyon", "clinic-paris")
 """The tenants: each clinic closes its own books."""
@@ -95,3 +95,4 @@ def job_settings(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 app = create_app(os.environ)
+show_log_fields(app)
