@@ -17,8 +17,8 @@ from typing import Any
 
 from celery import Celery
 
+from ddd_celery import collect_scheduled_jobs
 from ddd_celery.celery import install_jobs
-from ddd_celery.declarations import collect_scheduled_jobs
 from ddd_celery.kernel import (
     Clock,
     CommandBus,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from ddd_celery import describe_job_schedule
 from ddd_celery.celery import jobs_of
-from ddd_celery.declarations import describe_job_schedule
 from examples.clinic.app import create_app
 from examples.clinic.platform.backend import BACKEND, DATA, LOCAL_REDIS, choose_backend
 

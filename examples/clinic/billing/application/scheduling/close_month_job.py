@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddd_celery.declarations import JobExecution, scheduled
+from ddd_celery import JobExecution, scheduled
 from ddd_celery.kernel import CommandBus, system_actor
 from examples.clinic.billing.application.commands.close_month import CloseMonth
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddd_celery.declarations import JobExecution, scheduled
+from ddd_celery import JobExecution, scheduled
 from ddd_celery.kernel import CommandBus, system_actor
 from examples.clinic.notification.application.commands.send_due_reminders import (
     SendDueReminders,
