@@ -130,6 +130,18 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             logger.exception("beat: a tick failed; trying again in %s ms", RETRY_MS)
             return min(RETRY_MS / 1000, self.max_interval)
 
+    def close(self) -> None:
+        """Stop: an occurrence still waiting its jitter is not sent by this beat, so ``missed``.
+
+        Then Celery's own close (its publishing connection). Leases are kept: a beat started
+        next must still find them taken.
+        """
+        try:
+            if self._jobs is not None:
+                self._drop_waiting(self._jobs)
+        finally:
+            super().close()
+
     @property
     def info(self) -> str:
         """The banner's line; reads only what ``install_jobs`` put on the app."""
@@ -165,6 +177,17 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         if wake_at is not None:
             seconds = min(seconds, max(0.0, (wake_at - now).total_seconds()))
         return min(seconds, self.max_interval)
+
+    def _drop_waiting(self, jobs: CeleryJobs) -> None:
+        waiting = [entry for entry in self._due if entry.kind is _Kind.WAITING]
+        self._due = [entry for entry in self._due if entry.kind is not _Kind.WAITING]
+        heapq.heapify(self._due)
+        for entry in waiting:
+            if entry.occurrence is not None:
+                entry.occurrence.move(Event.DROPPED)
+                jobs.recorder.record(
+                    not_run(entry.job.name, entry.occurrence.scheduled_at, Outcome.MISSED)
+                )
 
     def _registry(self) -> CeleryJobs:
         if self._jobs is None:

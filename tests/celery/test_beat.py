@@ -753,6 +753,20 @@ def test_jitter_is_drawn_for_each_occurrence(clock: FixedClock) -> None:
     assert [item.at.second for item in instance.sent] == [0, 9, 3]
 
 
+def test_an_occurrence_still_waiting_its_jitter_when_beat_stops_is_recorded_missed(
+    clock: FixedClock,
+) -> None:
+    job = declared("billing.remind", every="15m", jitter_ms=10_000)
+    instance = Instance(clock, [job], InMemoryLock(clock))
+    beat = instance.beat(random=lambda: 0.5)
+    run_until(clock, datetime(2026, 3, 2, 10, 0, 2, tzinfo=UTC), beat)
+
+    beat.close()
+
+    assert instance.sent == []
+    assert instance.outcomes() == [("missed", "2026-03-02T10:00:00Z")]
+
+
 # --- tick never raises -----------------------------------------------------------------------
 
 
