@@ -68,6 +68,11 @@ from ddd_celery.scheduling.scheduler import JobDescription, JobScheduler, Schedu
 from ddd_celery.scheduling.timers import JobTimers, SystemJobTimers
 
 
+SLICE = 32
+"""Occurrences the driver starts before it hands the loop back: a batch of ten thousand due
+at once neither holds the loop nor keeps every one of its runs alive at the same time."""
+
+
 @dataclass(eq=False, slots=True)
 class _Job:
     name: str
@@ -235,8 +240,13 @@ class InProcessJobScheduler(JobScheduler):
         while stopped is not None and not stopped.done():
             now = self._clock.now()
             heap = self._heap
-            while heap and heap[0][0] <= now:
+            reached = 0
+            while heap and heap[0][0] <= now and reached < SLICE:
                 self._reach(heapq.heappop(heap)[2], now)
+                reached += 1
+            if reached == SLICE:
+                await asyncio.sleep(0)
+                continue
             wake_at = heap[0][0] if heap else None
             self._nap = asyncio.ensure_future(self._timers.sleep(sleep_ms(now, wake_at)))
             await asyncio.wait((self._nap,))
@@ -251,7 +261,16 @@ class InProcessJobScheduler(JobScheduler):
         job.next_at = None
         if not job.schedule.options.enabled:
             return
-        job.next_at = first_due(job.schedule, now, self._read_checkpoint(job.name))
+        checkpoint = self._read_checkpoint(job.name)
+        self._push(job, lambda: first_due(job.schedule, now, checkpoint))
+
+    def _push(self, job: _Job, next_at: Callable[[], datetime]) -> None:
+        """Arm the job at the instant ``next_at`` answers; none after the year 9999."""
+        try:
+            job.next_at = next_at()
+        except OverflowError:
+            job.next_at = None
+            return
         heapq.heappush(self._heap, (job.next_at, job.rank, job))
 
     def _reach(self, job: _Job, now: datetime) -> None:
@@ -266,8 +285,7 @@ class InProcessJobScheduler(JobScheduler):
             missed.move(Event.LATE)
             self._record(job, not_run(job.name, decision.missed, Outcome.MISSED))
         self._write_checkpoint(job.name, decision.resume_after)
-        job.next_at = next_occurrence(job.schedule, decision.resume_after)
-        heapq.heappush(self._heap, (job.next_at, job.rank, job))
+        self._push(job, lambda: next_occurrence(job.schedule, decision.resume_after))
         if decision.run is not None:
             occurrence = Occurrence(job.name, decision.run)
             occurrence.move(Event.REACHED)

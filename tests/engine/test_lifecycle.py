@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ddd_celery.kernel import FixedClock, FixedExecutionScope, InMemoryLock, SequentialIdGenerator
+from ddd_celery.scheduling.checkpoints import InMemoryJobCheckpoints
 from ddd_celery.scheduling.errors import JobAbortedError
 from ddd_celery.scheduling.in_process import InProcessJobScheduler
 from ddd_celery.testing import ManualJobScheduler, ManualJobTimers
@@ -278,3 +279,21 @@ async def test_the_grace_is_measured_on_the_clock_of_the_scheduler(
 
     assert stopping.done()
     await stopping
+
+
+async def test_a_job_with_no_occurrence_before_the_year_9999_is_left_unarmed_and_others_run(
+    build: Callable[..., ManualJobScheduler],
+) -> None:
+    checkpoints = InMemoryJobCheckpoints()
+    checkpoints.write("archive.corrupt", datetime(9999, 12, 31, 23, 59, tzinfo=UTC))
+    scheduler = build(checkpoints=checkpoints)
+    corrupt, healthy = Recorder(), Recorder()
+    scheduler.register(name="archive.corrupt", schedule={"every": "15m"}, run=corrupt)
+    scheduler.register(name=JOB, schedule={"every": "15m"}, run=healthy)
+    await scheduler.start()
+
+    await scheduler.advance(17 * MINUTE)
+
+    assert corrupt.executions == []
+    assert healthy.due == [at(10, 0), at(10, 15)]
+    assert [d.next_run_at for d in scheduler.describe()] == [None, at(10, 30)]
