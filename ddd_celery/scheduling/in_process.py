@@ -67,7 +67,6 @@ from ddd_celery.scheduling.run_state import Claim, InMemoryJobRunState, JobRunSt
 from ddd_celery.scheduling.scheduler import JobDescription, JobScheduler, ScheduleInput
 from ddd_celery.scheduling.timers import JobTimers, SystemJobTimers
 
-
 SLICE = 32
 """Occurrences the driver starts before it hands the loop back: a batch of ten thousand due
 at once neither holds the loop nor keeps every one of its runs alive at the same time."""
