@@ -97,9 +97,12 @@ class _Run:
     )
 
     def settle(self, reason: BaseException | None) -> None:
-        """Stop waiting: None when the run ended by itself, else the timeout or the abort."""
-        if not self.settled.done():
-            self.settled.set_result(reason)
+        """Stop waiting: None when the run ended by itself, else why its signal is aborted."""
+        if self.settled.done():
+            return
+        if reason is not None:
+            self.controller.abort(reason)
+        self.settled.set_result(reason)
 
 
 class InProcessJobScheduler(JobScheduler):
@@ -418,10 +421,8 @@ class InProcessJobScheduler(JobScheduler):
             if expiry is not None:
                 expiry.cancel()
         if reason is None:
-            result = task.result()
-            error, tenant = result.error, result.tenant_id
+            error, tenant = _outcome_of(task)
         else:
-            run.controller.abort(reason)
             self._behind.add(task)
             task.add_done_callback(self._behind.discard)
             error, tenant = reason, None
@@ -516,6 +517,14 @@ class InProcessJobScheduler(JobScheduler):
 
 def _ended(job: _Job) -> None:
     job.running -= 1
+
+
+def _outcome_of(task: asyncio.Task[AttemptResult]) -> tuple[BaseException | None, str | None]:
+    """The first error of a finished attempt and its tenant; a job that cancelled itself failed."""
+    if task.cancelled():
+        return asyncio.CancelledError(), None
+    result = task.result()
+    return result.error, result.tenant_id
 
 
 def _with_tenancy(

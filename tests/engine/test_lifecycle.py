@@ -297,3 +297,34 @@ async def test_a_job_with_no_occurrence_before_the_year_9999_is_left_unarmed_and
     assert corrupt.executions == []
     assert healthy.due == [at(10, 0), at(10, 15)]
     assert [d.next_run_at for d in scheduler.describe()] == [None, at(10, 30)]
+
+
+async def test_a_job_that_cancels_itself_is_recorded_failed_and_the_scheduler_goes_on(
+    scheduler: ManualJobScheduler,
+) -> None:
+    async def run(execution: object) -> None:
+        raise asyncio.CancelledError
+
+    scheduler.register(name=JOB, schedule={"every": "15m"}, run=run)
+    await scheduler.start()
+
+    await scheduler.advance(17 * MINUTE)
+
+    assert outcomes(scheduler) == [
+        (at(10, 0), "failed", "UNEXPECTED_ERROR"),
+        (at(10, 15), "failed", "UNEXPECTED_ERROR"),
+    ]
+
+
+async def test_stop_aborts_a_run_now_in_progress_too(scheduler: ManualJobScheduler) -> None:
+    job = Gate()
+    scheduler.register(name=JOB, schedule={"every": "15m", "enabled": False}, run=job)
+    await scheduler.start()
+    running = asyncio.ensure_future(scheduler.run_now(JOB))
+    await scheduler.advance(0)
+
+    await scheduler.stop()
+
+    assert isinstance(job.started[0].signal.reason, JobAbortedError)
+    with pytest.raises(JobAbortedError):
+        await running
