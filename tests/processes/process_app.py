@@ -1,0 +1,148 @@
+"""The Celery app the process tests start with ``celery -A process_app beat|worker``.
+
+Written as a project writes its app module: jobs declared with ``@scheduled``, one
+``install_jobs`` call. What a test varies comes from the environment, as a deployment's does:
+
+``DDD_TEST_BROKER_URL``   the broker, and where the jobs and ``on_run`` write their records
+``DDD_TEST_STORE_URL``    the Redis of the lock, run state and checkpoints (default: the broker)
+``DDD_TEST_PREFIX``       the test's key prefix, for every key of every process
+``DDD_TEST_QUEUE``        the queue every job is routed to
+``DDD_TEST_SETTINGS``     job settings as JSON: which jobs are on, their options
+``DDD_TEST_LATE_AFTER_MS`` the scheduler's ``late_after_ms`` (default 60 s)
+``DDD_TEST_SLEEP_S``      how long the slow jobs take
+
+Every job is declared off; a test switches on the ones it watches through the settings.
+Records are JSON lines in Redis lists: ``<prefix>ran:<job>`` written by the job itself,
+``<prefix>outcomes`` written by ``on_run`` in whichever process handled the occurrence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime
+
+from celery import Celery
+
+from ddd_celery.celery import install_jobs
+from ddd_celery.declarations import JobExecution, declaration_of, scheduled
+from ddd_celery.kernel import iso_ms
+from ddd_celery.redis import RedisJobCheckpoints, RedisJobRunState, RedisLock, connect
+from ddd_celery.scheduling.observability import RunDetail
+from ddd_celery.scheduling.outcomes import JobRun
+
+BROKER_URL = os.environ["DDD_TEST_BROKER_URL"]
+STORE_URL = os.environ.get("DDD_TEST_STORE_URL", BROKER_URL)
+PREFIX = os.environ["DDD_TEST_PREFIX"]
+QUEUE = os.environ["DDD_TEST_QUEUE"]
+SLEEP_S = float(os.environ.get("DDD_TEST_SLEEP_S", "0"))
+
+records = connect(BROKER_URL)
+store = connect(STORE_URL)
+
+
+def note(execution: JobExecution, job: str, **more: object) -> None:
+    """The job's own record of a run: when it was due, when it started, in which process."""
+    line = {
+        "scheduled_at": iso_ms(execution.scheduled_at),
+        "started_at": iso_ms(execution.started_at),
+        "pid": os.getpid(),
+        **more,
+    }
+    records.rpush(f"{PREFIX}ran:{job}", json.dumps(line))
+
+
+@scheduled("proc.every-second", every="1s", enabled=False)
+class EverySecondJob:
+    def run(self, execution: JobExecution) -> None:
+        note(execution, "proc.every-second")
+
+
+@scheduled("proc.every-minute", cron="* * * * *", enabled=False)
+class EveryMinuteJob:
+    def run(self, execution: JobExecution) -> None:
+        note(execution, "proc.every-minute")
+
+
+@scheduled("proc.catch-up-once", every="1s", missed="run-once", enabled=False)
+class CatchUpOnceJob:
+    def run(self, execution: JobExecution) -> None:
+        note(execution, "proc.catch-up-once")
+
+
+@scheduled("proc.catch-up-skip", every="1s", enabled=False)
+class CatchUpSkipJob:
+    def run(self, execution: JobExecution) -> None:
+        note(execution, "proc.catch-up-skip")
+
+
+def take_time(execution: JobExecution, job: str) -> None:
+    """Sleep ``SLEEP_S`` ignoring the signal, and note when the run really began and ended."""
+    began = time.time()
+    try:
+        time.sleep(SLEEP_S)
+    finally:
+        note(execution, job, began=began, ended=time.time())
+
+
+@scheduled("proc.slow-skip", every="1s", overlap="skip", enabled=False)
+class SlowSkipJob:
+    def run(self, execution: JobExecution) -> None:
+        take_time(execution, "proc.slow-skip")
+
+
+@scheduled("proc.slow-queue", every="1s", overlap="queue", enabled=False)
+class SlowQueueJob:
+    def run(self, execution: JobExecution) -> None:
+        take_time(execution, "proc.slow-queue")
+
+
+@scheduled("proc.outlive", every="1d", timeout_ms=1_000, enabled=False)
+class OutliveJob:
+    """Sent by the test itself: it outlives its timeout and ignores its signal."""
+
+    def run(self, execution: JobExecution) -> None:
+        take_time(execution, "proc.outlive")
+
+
+def keep_outcome(run: JobRun, error: BaseException | None, detail: RunDetail) -> None:
+    line = {
+        "job": run.job,
+        "outcome": run.outcome.value,
+        "scheduled_at": iso_ms(run.scheduled_at),
+        "error_code": run.error_code,
+        "duration_ms": run.duration_ms,
+        "at": iso_ms(datetime.now(UTC)),
+        "pid": os.getpid(),
+    }
+    records.rpush(f"{PREFIX}outcomes", json.dumps(line))
+
+
+JOBS = [
+    EverySecondJob,
+    EveryMinuteJob,
+    CatchUpOnceJob,
+    CatchUpSkipJob,
+    SlowSkipJob,
+    SlowQueueJob,
+    OutliveJob,
+]
+
+app = Celery("process_app", broker=BROKER_URL)
+app.conf.update(
+    broker_transport_options={"global_keyprefix": PREFIX},
+    broker_connection_retry_on_startup=True,
+    task_default_queue=QUEUE,
+)
+install_jobs(
+    app,
+    jobs=JOBS,
+    lock=RedisLock(store, prefix=PREFIX),
+    run_state=RedisJobRunState(store, prefix=f"{PREFIX}run:"),
+    checkpoints=RedisJobCheckpoints(store, prefix=f"{PREFIX}checkpoint:"),
+    settings=json.loads(os.environ.get("DDD_TEST_SETTINGS", "{}")),
+    late_after_ms=int(os.environ.get("DDD_TEST_LATE_AFTER_MS", "60000")),
+    on_run=keep_outcome,
+    routes={declaration_of(job).name: QUEUE for job in JOBS},
+)

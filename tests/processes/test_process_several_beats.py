@@ -1,0 +1,55 @@
+"""Three active beats and one worker for over a minute: every occurrence runs exactly once.
+
+The long test of the suite (about 70 s), kept to the one claim that needs the time: a cron job
+crosses a minute boundary while an every-second job runs sixty times.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from process_support import Deployment, parse, seconds_between, wait_until
+
+pytestmark = pytest.mark.processes
+
+EVERY_SECOND = "proc.every-second"
+EVERY_MINUTE = "proc.every-minute"
+WATCH_S = 62
+
+
+def test_three_beats_and_a_worker_run_each_occurrence_once_on_its_instant(
+    deploy: Deployment,
+) -> None:
+    env = deploy.environment({EVERY_SECOND: {"enabled": True}, EVERY_MINUTE: {"enabled": True}})
+    beats = [deploy.beat(env) for _ in range(3)]
+    deploy.worker(env, pool="prefork", concurrency=2)
+    wait_until(lambda: len(deploy.ran(EVERY_SECOND)) >= 3, 30, "the first runs")
+    time.sleep(3)  # every beat is up
+    watched_from = datetime.now(UTC)
+    time.sleep(WATCH_S)
+    watched_to = datetime.now(UTC) - timedelta(seconds=2)  # the last runs may still be landing
+
+    assert all(beat.alive for beat in beats), deploy.logs()
+    for job, instants in (
+        (EVERY_SECOND, seconds_between(watched_from, watched_to)),
+        (EVERY_MINUTE, [t for t in seconds_between(watched_from, watched_to) if t.second == 0]),
+    ):
+        lines = deploy.ran(job)
+        ran = [parse(line["scheduled_at"]) for line in lines]
+        locked = [parse(o["scheduled_at"]) for o in deploy.outcomes(job, "skipped-locked")]
+        assert instants, job
+        for instant in instants:
+            assert (ran.count(instant), locked.count(instant)) == (1, 2), (job, instant)
+        assert len(ran) == len(set(ran)), job
+        assert all(at.microsecond == 0 for at in ran), job
+        if job == EVERY_MINUTE:
+            assert all(at.second == 0 for at in ran), ran
+        late = [
+            line
+            for line in lines
+            if parse(line["started_at"]) - parse(line["scheduled_at"]) > timedelta(seconds=1)
+        ]
+        assert late == [], job
+        assert deploy.outcomes(job, "failed") == deploy.outcomes(job, "missed") == [], job
