@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from celery.signals import task_revoked
+
 from ddd_celery.celery.beat_entries import translate_beat_schedule
 from ddd_celery.celery.registry import (
     ATTRIBUTE,
@@ -21,7 +23,7 @@ from ddd_celery.celery.registry import (
     Provider,
     check_providers,
 )
-from ddd_celery.celery.tasks import register_job_task
+from ddd_celery.celery.tasks import on_task_revoked, register_job_task
 from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.scheduled import ScheduledJobDeclaration, declaration_of
 from ddd_celery.kernel.clock import Clock, SystemClock
@@ -136,6 +138,7 @@ def install_jobs(
     for job in all_jobs:
         if job.declared:
             register_job_task(app, job)
+    task_revoked.connect(on_task_revoked, weak=False, dispatch_uid=on_task_revoked.__qualname__)
     _route(app.conf, {job.task_name: job.queue for job in all_jobs if job.declared and job.queue})
     app.conf.beat_scheduler = BEAT_SCHEDULER
     setattr(app, ATTRIBUTE, registry)

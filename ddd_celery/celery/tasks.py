@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 
 from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError
-from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
+from ddd_celery.celery.registry import ATTRIBUTE, CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.kernel.abort import AbortController
 from ddd_celery.scheduling.errors import JobTimeoutError
@@ -48,9 +48,6 @@ HARD_LIMIT_GRACE_S = 5.0
 Time for a job to see its signal and return; a job that ignores the signal is killed then, so
 it cannot hold a pool process for ever.
 """
-
-Send = Callable[[CeleryJob, datetime], None]
-"""Sends the task of one occurrence of a job: how a promoted queued occurrence goes on."""
 
 
 def time_limits(timeout_ms: int | None) -> dict[str, float]:
@@ -106,7 +103,7 @@ def run_message(app: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str,
         scheduled_at=message.scheduled_at,
         correlation_id=message.correlation_id,
         tenant_id=message.tenant_id,
-        send=lambda promoted_job, at: send_occurrence(app, registry, promoted_job, at),
+        app=app,
     )
     run.execute()
 
@@ -125,6 +122,66 @@ def send_occurrence(app: Any, registry: CeleryJobs, job: CeleryJob, scheduled_at
         expires=run_ttl_ms(job.schedule.options, registry.rules) / 1000,
         serializer="json",
     )
+
+
+def end_run(app: Any, registry: CeleryJobs, job: CeleryJob, scheduled_at: datetime) -> None:
+    """End the run of ``scheduled_at`` in the run state; send on the occurrence queued behind.
+
+    Beat cannot know when a run ends, so the worker sends the queued occurrence itself. One that
+    cannot be sent is recorded ``failed`` and ended in turn, so it does not hold the job busy.
+    """
+    ttl_ms = run_ttl_ms(job.schedule.options, registry.rules)
+    ending = scheduled_at
+    while True:
+        try:
+            promoted = registry.run_state.finish(job.name, ending, ttl_ms=ttl_ms)
+        except Exception as error:
+            registry.recorder.could_not_follow(job.name, error, what="finish the run")
+            return
+        if promoted is None:
+            return
+        try:
+            send_occurrence(app, registry, job, promoted)
+            return
+        except Exception as error:
+            registry.recorder.record(
+                not_run(job.name, promoted, Outcome.FAILED, error=error), error
+            )
+            ending = promoted
+
+
+def on_task_revoked(
+    sender: Any = None,
+    request: Any = None,
+    terminated: bool = False,
+    **_: Any,
+) -> None:
+    """Record ``missed`` an occurrence a worker dropped unrun: its message expired, or was revoked.
+
+    Celery discards such a message without calling the task, so without this the occurrence
+    would have no outcome and its claim would hold the job busy until it expired. A run
+    terminated while in progress is not one: it had started.
+    """
+    registry = getattr(getattr(sender, "app", None), ATTRIBUTE, None)
+    if terminated or not isinstance(registry, CeleryJobs):
+        return
+    job = registry.jobs.get(getattr(sender, "name", ""))
+    if job is None or not job.declared:
+        return
+    try:
+        message = OccurrenceMessage.from_kwargs(getattr(request, "kwargs", None) or {})
+    except UnreadableMessageError as error:
+        registry.recorder.could_not_follow(job.name, error, what="read the task message")
+        return
+    registry.recorder.record(
+        not_run(
+            job.name,
+            message.scheduled_at,
+            Outcome.MISSED,
+            correlation_id=message.correlation_id,
+        )
+    )
+    end_run(sender.app, registry, job, message.scheduled_at)
 
 
 def run_now(target: Any, name: str) -> JobRun:
@@ -163,7 +220,7 @@ def run_here(target: Any, name: str) -> tuple[JobRun, BaseException | None]:
         scheduled_at=registry.clock.now(),
         correlation_id=registry.ids.next_id(),
         tenant_id=None,
-        send=None,
+        app=None,
     )
     return run.execute()
 
@@ -184,12 +241,16 @@ class OccurrenceRun:
         scheduled_at: datetime,
         correlation_id: str,
         tenant_id: str | None,
-        send: Send | None,
+        app: Any | None,
     ) -> None:
+        """``app`` is the worker's: the run is ended in the run state and sends on what waited.
+
+        None for ``run_now``, which leaves the run state alone.
+        """
         self._registry = registry
         self._job = job
         self._tenant_id = tenant_id
-        self._send = send
+        self._app = app
         self._controller = AbortController()
         started_at = registry.clock.now()
         self._attempt = Attempt(
@@ -292,27 +353,6 @@ class OccurrenceRun:
             record = ran(self._attempt, self._registry.clock.now(), error, tenant)
             self._concluded = (record, error)
         self._registry.recorder.record(record, error)
-        if self._send is not None:
-            self._finish()
+        if self._app is not None:
+            end_run(self._app, self._registry, self._job, self._attempt.scheduled_at)
         return record, error
-
-    def _finish(self) -> None:
-        """End the run in the run state and send on the occurrence queued behind it, if any."""
-        registry, job = self._registry, self._job
-        ttl_ms = run_ttl_ms(job.schedule.options, registry.rules)
-        ending = self._attempt.scheduled_at
-        while True:
-            try:
-                promoted = registry.run_state.finish(job.name, ending, ttl_ms=ttl_ms)
-            except Exception as error:
-                registry.recorder.could_not_follow(job.name, error, what="finish the run")
-                return
-            if promoted is None or self._send is None:
-                return
-            try:
-                self._send(job, promoted)
-                return
-            except Exception as error:
-                # Not sent, so not run: its record says so, and it stops counting as running.
-                registry.recorder.record(not_run(job.name, promoted, Outcome.FAILED, error=error))
-                ending = promoted

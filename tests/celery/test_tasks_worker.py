@@ -164,3 +164,30 @@ def test_a_timed_out_run_frees_the_job_for_the_occurrence_queued_behind_while_it
     )
     assert (queued.scheduled_at, queued.outcome) == (NEXT, "succeeded")
     assert len(runs.records) == 2
+
+
+def test_an_occurrence_whose_message_expired_unrun_is_missed_and_frees_the_job(
+    make_app: AppFactory, runs: Runs
+) -> None:
+    probe = Probe()
+    app, registry = wire(make_app, probe, runs, settings={SYNC: {"overlap": "queue"}})
+    ttl_ms = run_ttl_ms(registry.jobs[SYNC].schedule.options, registry.rules)
+    registry.run_state.claim(SYNC, AT, queue=True, ttl_ms=ttl_ms)
+    registry.run_state.claim(SYNC, NEXT, queue=True, ttl_ms=ttl_ms)
+
+    with worker(app):
+        app.send_task(
+            SYNC,
+            kwargs=OccurrenceMessage(AT, "corr-beat").to_kwargs(),
+            queue=registry.jobs[SYNC].queue,
+            expires=datetime.now(UTC) - timedelta(seconds=1),
+        )
+        expired, queued = runs.wait_for(2)
+
+    assert (expired.scheduled_at, expired.outcome, expired.correlation_id) == (
+        AT,
+        "missed",
+        "corr-beat",
+    )
+    assert (queued.scheduled_at, queued.outcome) == (NEXT, "succeeded")
+    assert [s.execution.scheduled_at for s in probe.seen] == [NEXT]
