@@ -4,6 +4,8 @@ This top level imports no Celery, Redis or SQL: declaring a job or asking when i
 needs none of them.
 """
 
+import logging
+
 from ddd_celery.declarations import (
     DeclarationError,
     JobExecution,
@@ -14,6 +16,9 @@ from ddd_celery.declarations import (
     scheduled,
 )
 from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
+
+# A library writes nothing unless the application configures logging.
+logging.getLogger("ddd_celery").addHandler(logging.NullHandler())
 
 __all__ = [
     "DeclarationError",

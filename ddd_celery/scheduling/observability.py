@@ -68,7 +68,8 @@ class RunRecorder:
     def record(self, run: JobRun, error: BaseException | None = None) -> None:
         """Log, count and observe ``run``; never raises, so a recorder cannot stop a scheduler."""
         message, level = LOG_LINES[run.outcome]
-        self._guarded(run.job, lambda: self._logger.log(level, message, extra=log_fields(run)))
+        if self._logger.isEnabledFor(level):
+            self._guarded(run.job, lambda: self._logger.log(level, message, extra=log_fields(run)))
         self._guarded(run.job, lambda: self._count(run))
         if self._on_run is not None:
             on_run = self._on_run

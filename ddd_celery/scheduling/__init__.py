@@ -1,0 +1,68 @@
+"""Scheduled jobs: the schedule math, the occurrence rules and the in-process drivers.
+
+Imports no Celery, Redis or SQL.
+"""
+
+from ddd_celery.scheduling.checkpoints import InMemoryJobCheckpoints, JobCheckpoints
+from ddd_celery.scheduling.errors import (
+    INVALID_JOB_SETTINGS,
+    JOB_ABORTED,
+    JOB_LOCK_UNAVAILABLE,
+    JOB_TIMEOUT,
+    UNEXPECTED_ERROR,
+    UNKNOWN_JOB,
+    InvalidJobScheduleError,
+    InvalidJobSettingsError,
+    JobAbortedError,
+    JobLockUnavailableError,
+    JobTimeoutError,
+    UnknownJobError,
+)
+from ddd_celery.scheduling.in_process import InProcessJobScheduler
+from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
+from ddd_celery.scheduling.observability import (
+    DURATION_HISTOGRAM,
+    RUNS_COUNTER,
+    OnRun,
+    RunDetail,
+    RunRecorder,
+    report_failed_runs,
+)
+from ddd_celery.scheduling.outcomes import JobRun, Outcome
+from ddd_celery.scheduling.run_state import Claim, InMemoryJobRunState, JobRunState
+from ddd_celery.scheduling.scheduler import JobScheduler
+from ddd_celery.scheduling.timers import JobTimers, SystemJobTimers
+
+__all__ = [
+    "DURATION_HISTOGRAM",
+    "INVALID_JOB_SETTINGS",
+    "JOB_ABORTED",
+    "JOB_LOCK_UNAVAILABLE",
+    "JOB_TIMEOUT",
+    "RUNS_COUNTER",
+    "UNEXPECTED_ERROR",
+    "UNKNOWN_JOB",
+    "Claim",
+    "InMemoryJobCheckpoints",
+    "InMemoryJobRunState",
+    "InProcessJobScheduler",
+    "InvalidJobScheduleError",
+    "InvalidJobSettingsError",
+    "JobAbortedError",
+    "JobCheckpoints",
+    "JobLockUnavailableError",
+    "JobRun",
+    "JobRunState",
+    "JobScheduler",
+    "JobTimeoutError",
+    "JobTimers",
+    "OnRun",
+    "Outcome",
+    "RunDetail",
+    "RunRecorder",
+    "SystemJobTimers",
+    "UnknownJobError",
+    "latest_occurrence",
+    "next_occurrence",
+    "report_failed_runs",
+]
