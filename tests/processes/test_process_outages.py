@@ -22,7 +22,14 @@ def test_with_the_lock_store_down_occurrences_fail_unsent_and_resume_when_it_is_
     env = deploy.environment({EVERY_SECOND: {"enabled": True}}, store_url=store.url)
     beats = [deploy.beat(env), deploy.beat(env)]
     deploy.worker(env, pool="solo")
-    wait_until(lambda: len(deploy.ran(EVERY_SECOND)) >= 3, 30, "the first runs")
+    wait_until(
+        lambda: (
+            len(deploy.ran(EVERY_SECOND)) >= 2
+            and bool(deploy.outcomes(EVERY_SECOND, "skipped-locked"))
+        ),
+        30,
+        "runs, with both beats up",
+    )
 
     sleep_until_mid_second()
     store.kill()
