@@ -13,16 +13,18 @@
    of ``--jobs``, that many jobs of ``every: '1s'`` for ``--seconds`` seconds on the real
    clock. The publish instant is taken when ``send_task`` returns. The jobs of a set are all
    due at the same instant, so the delay grows with the set: each beat handles them one after
-   the other. This process plays the worker: it ends each run in the run state, so overlap
-   never holds an occurrence back. ``late_after_ms`` is 5 s, so leases are released within
-   the run as they are in a steady state (with the default 60 s, after the first minute).
+   the other. This process plays the worker: it ends each run in the run state half a second
+   after its instant, so overlap never holds an occurrence back; the beats keep their publish
+   instants to themselves until they stop, so nothing else runs while they send.
+   ``late_after_ms`` is 5 s, so leases are released within the run as they are in a steady
+   state (with the default 60 s, after the first minute).
 3. Redis round trips per occurrence made by the beats (the worker's own are not counted),
    counted by a redis-py connection that counts the commands it sends, from ``beat_init`` on.
 
 Every number depends on the machine: the header says how many cores it has and how loaded it
 was, since the beats, Redis and this process share them.
 
-    python bench/bench_beat.py [--sizes 100,1000,10000] [--cpu 1.0] [--jobs 1,20] [--seconds 30]
+    python bench/bench_beat.py [--sizes 100,1000,10000] [--cpu 1.0] [--jobs 1,5,20] [--seconds 30]
 """
 
 from __future__ import annotations
@@ -222,9 +224,11 @@ def beat_process(
     )
     publish = app.send_task
 
+    sent: list[tuple[str, str, float]] = []
+
     def send_task(name: str, *args: Any, **kwargs: Any) -> Any:
         result = publish(name, *args, **kwargs)
-        out.put(("sent", name, kwargs["kwargs"]["scheduled_at"], time.time()))
+        sent.append((name, kwargs["kwargs"]["scheduled_at"], time.time()))
         return result
 
     app.send_task = send_task
@@ -233,7 +237,7 @@ def beat_process(
     threading.Timer(count_from - time.time(), CountingConnection.sent.clear).start()
     threading.Timer(stop_at - time.time(), service.stop).start()
     service.start()
-    out.put(("commands", dict(CountingConnection.sent), None, None))
+    out.put((sent, dict(CountingConnection.sent)))
 
 
 @dataclass(frozen=True)
@@ -276,20 +280,21 @@ def two_beats(jobs: int, seconds: float) -> Latency:
     run_state = RedisJobRunState(worker, prefix=f"{prefix}run:")
     published: dict[tuple[str, float], list[float]] = {}
     commands: Counter[str] = Counter()
-    finished = 0
     try:
-        while finished < len(processes):
-            kind, name, scheduled_at, at = out.get(timeout=seconds + 30)
-            if kind == "commands":
-                commands.update(name)
-                finished += 1
-                continue
-            instant = datetime.fromisoformat(scheduled_at)
-            published.setdefault((name, instant.timestamp()), []).append(at)
-            run_state.finish(name, instant, ttl_ms=60_000)
-            if len(published) % jobs == 0:
-                left = stop_at - time.time()
-                progress(f"two beats, {jobs} jobs: {len(published):,} published, {left:.0f} s left")
+        # The worker's part, half a second after each instant, away from the beats' work: each
+        # run ends, so overlap never holds the next occurrence back.
+        for second in range(int(start_at), int(stop_at) + 2):
+            time.sleep(max(0.0, second + 0.5 - time.time()))
+            for number in range(jobs):
+                at = datetime.fromtimestamp(second, UTC)
+                run_state.finish(f"bench.tick-{number}", at, ttl_ms=60_000)
+            progress(f"two beats, {jobs} jobs: {stop_at - time.time():.0f} s left")
+        for _ in processes:
+            sent, counted = out.get(timeout=30)
+            commands.update(counted)
+            for name, scheduled_at, at in sent:
+                instant = datetime.fromisoformat(scheduled_at).timestamp()
+                published.setdefault((name, instant), []).append(at)
     finally:
         for process in processes:
             process.join(timeout=10)
@@ -377,7 +382,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000,10000")
     parser.add_argument("--cpu", type=float, default=1.0, help="CPU seconds per idle measure")
-    parser.add_argument("--jobs", default="1,20", help="sizes of the every-1s job sets")
+    parser.add_argument("--jobs", default="1,5,20", help="sizes of the every-1s job sets")
     parser.add_argument("--seconds", type=float, default=30.0, help="length of the latency run")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
