@@ -11,13 +11,13 @@
    processes, ``celery.beat.Service``) sharing ``RedisLock``, ``RedisJobRunState`` and
    ``RedisJobCheckpoints`` on the real Redis, and publishing to it as a broker: for each size
    of ``--jobs``, that many jobs of ``every: '1s'`` for ``--seconds`` seconds on the real
-   clock. The publish instant is taken when ``send_task`` returns. The first instant after
-   the beats start is shown apart: it pays once for connecting to the broker and for Celery's
-   lazy set-up, so it is left out of the percentiles. The jobs of a set are all due at the
-   same instant, so the delay grows with the set: each beat handles them one after the other.
-   This process plays the worker: it ends each run in the run state half a second
-   after its instant, so overlap never holds an occurrence back; the beats keep their publish
-   instants to themselves until they stop, so nothing else runs while they send.
+   clock. The publish instant is taken when ``send_task`` returns. A beat's first publish pays
+   once for connecting to the broker and for Celery's lazy set-up: the instants up to the last
+   beat's first publish are shown apart (warm-up), not in the percentiles. The jobs of a set
+   are all due at the same instant, so the delay grows with the set: each beat handles them
+   one after the other. This process plays the worker: it ends each run in the run state half
+   a second after its instant, so overlap never holds an occurrence back; the beats keep their
+   publish instants to themselves until they stop, so nothing else runs while they send.
    ``late_after_ms`` is 5 s, so leases are released within the run as they are in a steady
    state (with the default 60 s, after the first minute).
 3. Redis round trips per occurrence made by the beats (the worker's own are not counted),
@@ -248,7 +248,7 @@ class Latency:
     jobs: int
     delays_ms: list[float]
     warm_up_ms: float
-    """The longest delay of the first instant after the beats started."""
+    """The longest delay up to the instant of the last beat's first publish."""
     occurrences: int
     duplicates: int
     missing: int
@@ -285,6 +285,7 @@ def two_beats(jobs: int, seconds: float) -> Latency:
     run_state = RedisJobRunState(worker, prefix=f"{prefix}run:")
     published: dict[tuple[str, float], list[float]] = {}
     commands: Counter[str] = Counter()
+    first_sends: list[float] = []
     try:
         # The worker's part, half a second after each instant, away from the beats' work: each
         # run ends, so overlap never holds the next occurrence back.
@@ -297,6 +298,7 @@ def two_beats(jobs: int, seconds: float) -> Latency:
         for _ in processes:
             sent, counted = out.get(timeout=30)
             commands.update(counted)
+            first_sends.append(datetime.fromisoformat(sent[0][1]).timestamp())
             for name, scheduled_at, at in sent:
                 instant = datetime.fromisoformat(scheduled_at).timestamp()
                 published.setdefault((name, instant), []).append(at)
@@ -306,21 +308,19 @@ def two_beats(jobs: int, seconds: float) -> Latency:
         for key in worker.scan_iter(match=f"{prefix}*"):
             worker.delete(key)
         worker.close()
-    # The first instant after a start pays for connecting to the broker and for Celery's lazy
-    # set-up once per process: it is shown apart. The last ones may be cut by the stop.
-    warm_up, first, last = start_at + 1, start_at + 2, stop_at - 2
-    window = {key: times for key, times in published.items() if first <= key[1] <= last}
+    # A beat's first publish pays for connecting to the broker and for Celery's lazy set-up,
+    # once per process: the instants up to the last beat's first publish are shown apart. The
+    # last ones may be cut by the stop.
+    warm_until, last = max(first_sends), stop_at - 2
+    delays = {key: (min(times) - key[1]) * 1000 for key, times in published.items()}
     return Latency(
         jobs=jobs,
-        delays_ms=[(min(times) - instant) * 1000 for (_, instant), times in window.items()],
-        warm_up_ms=max(
-            (min(times) - instant) * 1000
-            for (_, instant), times in published.items()
-            if instant == warm_up
-        ),
+        delays_ms=[delay for key, delay in delays.items() if warm_until < key[1] <= last],
+        warm_up_ms=max(delay for key, delay in delays.items() if key[1] <= warm_until),
         occurrences=len(published),
         duplicates=sum(len(times) - 1 for times in published.values()),
-        missing=jobs * int(last - first + 1) - len(window),
+        missing=jobs * int(last - warm_until)
+        - sum(1 for _, instant in published if warm_until < instant <= last),
         counted=sum(1 for _, instant in published if instant >= count_from),
         commands=commands,
     )
@@ -368,14 +368,14 @@ def report(
     )
     print(
         f"{'jobs':>5}{'occurrences':>13}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'mean ms':>9}"
-        f"{'sent twice':>12}{'never sent':>12}{'1st instant max ms':>20}"
+        f"{'sent twice':>12}{'never sent':>12}{'warm-up max ms':>16}"
     )
     for run in latencies:
         delays = run.delays_ms
         print(
             f"{run.jobs:>5}{len(delays):>13,}{percentile(delays, 0.5):>9.2f}"
             f"{percentile(delays, 0.99):>9.2f}{max(delays):>9.2f}{statistics.fmean(delays):>9.2f}"
-            f"{run.duplicates:>12}{run.missing:>12}{run.warm_up_ms:>20.2f}"
+            f"{run.duplicates:>12}{run.missing:>12}{run.warm_up_ms:>16.2f}"
         )
     print()
     print("3. Redis round trips per occurrence made by the beats (the worker's not counted),")
