@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from celery.beat import BeatLazyFunc, Scheduler
 
+from ddd_celery.celery.beat_entries import BeatScheduleEntryError, job_name_of
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.declarations.options import OverlapPolicy
@@ -111,6 +112,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """
         jobs = jobs_of(self.app)
         self._jobs, self._due = jobs, []
+        self._warn_of_entries_not_installed(jobs)
         if not jobs.start:
             logger.info("beat: this process runs no job by time (RUN_JOBS is off)")
             return
@@ -118,6 +120,23 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         for job in jobs.jobs.values():
             if job.schedule.options.enabled:
                 self._resume(job, now, self._checkpoint(jobs, job))
+
+    def _warn_of_entries_not_installed(self, jobs: CeleryJobs) -> None:
+        """Say which ``beat_schedule`` entries this scheduler will not send.
+
+        ``install_jobs`` translates the entries it finds; one added afterwards (or with
+        ``include_beat_schedule=False``) would otherwise be dropped without a word.
+        """
+        entries = self.app.conf.beat_schedule or {}
+        ignored = sorted(
+            str(name) for name in entries if _job_name_or_none(str(name)) not in jobs.jobs
+        )
+        if ignored:
+            logger.warning(
+                "beat: beat_schedule entries %s are not installed as jobs, so beat never sends "
+                "them: set beat_schedule before install_jobs (include_beat_schedule=True)",
+                ", ".join(ignored),
+            )
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """Handle every occurrence due now; return the seconds beat may sleep.
@@ -439,6 +458,13 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self, at: datetime, kind: _Kind, job: CeleryJob, occurrence: Occurrence | None = None
     ) -> None:
         heapq.heappush(self._due, _Entry(at, next(self._seq), kind, job, occurrence))
+
+
+def _job_name_or_none(entry_name: str) -> str | None:
+    try:
+        return job_name_of(entry_name)
+    except BeatScheduleEntryError:
+        return None
 
 
 def _evaluated(value: Any) -> Any:

@@ -916,6 +916,19 @@ def test_the_entries_install_jobs_finds_in_beat_schedule_are_what_beat_sends(
     assert sent == [("cache.flush", datetime(2026, 3, 2, 10, tzinfo=UTC))]
 
 
+def test_an_entry_set_after_install_jobs_is_named_in_a_warning_since_beat_never_sends_it(
+    clock: FixedClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = Celery(f"beat-{uuid.uuid4().hex}", broker="memory://", set_as_current=False)
+    install_jobs(app, jobs=[], lock=InMemoryLock(clock), clock=clock, environ={})
+    app.conf.beat_schedule = {"late entry": {"task": "cache.flush", "schedule": 60}}
+
+    JobBeatScheduler(app=app)
+
+    (warning,) = [record for record in caplog.records if record.levelno == logging.WARNING]
+    assert "late entry" in warning.getMessage()
+
+
 # --- the real Redis --------------------------------------------------------------------------
 
 
