@@ -44,6 +44,7 @@ from ddd_celery.scheduling.occurrence import (
     lock_key,
     lock_ttl_ms,
     reach,
+    release_after,
     run_ttl_ms,
     sleep_ms,
 )
@@ -413,9 +414,8 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         held = self._leases.get(job.name)
         if not held:
             return
-        rules = self._registry().rules
-        settled = now - timedelta(milliseconds=rules.late_after_ms + job.schedule.options.jitter_ms)
-        while held and held[0][0] < settled:
+        rules, options = self._registry().rules, job.schedule.options
+        while held and release_after(held[0][0], options, rules) < now:
             _, lease = held.popleft()
             if lease.expires_at > now:
                 self._releasing.append((job.name, lease))

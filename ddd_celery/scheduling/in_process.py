@@ -11,6 +11,7 @@ import asyncio
 import heapq
 import logging
 import random as _random
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -59,6 +60,7 @@ from ddd_celery.scheduling.occurrence import (
     lock_key,
     lock_ttl_ms,
     reach,
+    release_after,
     run_ttl_ms,
     sleep_ms,
 )
@@ -80,8 +82,8 @@ class _Job:
     rank: int
     """Its place in the order of registration: jobs due at the same instant start in it."""
     next_at: datetime | None = None
-    lease: Lease | None = None
-    """The lock of the last occurrence this instance took, released at the next one."""
+    leases: deque[tuple[datetime, Lease]] = field(default_factory=deque)
+    """The locks this instance took, oldest first, released by ``_release_settled``."""
     last_run: JobRun | None = None
     running: int = 0
 
@@ -279,7 +281,7 @@ class InProcessJobScheduler(JobScheduler):
         """Handle the job's due instant: record a gap, start an occurrence, arm the next one."""
         due = job.next_at
         assert due is not None, "only an armed job is in the heap"
-        self._release_previous(job)
+        self._release_settled(job, now)
         decision = reach(job.schedule, due, now, self._rules)
         if decision.missed is not None:
             missed = Occurrence(job.name, decision.missed)
@@ -352,7 +354,7 @@ class InProcessJobScheduler(JobScheduler):
             occurrence.move(Event.LOCK_HELD)
             self._record(job, not_run(job.name, occurrence.scheduled_at, Outcome.SKIPPED_LOCKED))
             return False
-        job.lease = lease
+        job.leases.append((occurrence.scheduled_at, lease))
         occurrence.move(Event.LOCK_TAKEN)
         return True
 
@@ -484,14 +486,15 @@ class InProcessJobScheduler(JobScheduler):
             occurrence.move(Event.DROPPED)
             self._record(job, not_run(name, dropped, Outcome.MISSED))
 
-    def _release_previous(self, job: _Job) -> None:
-        lease, job.lease = job.lease, None
-        if lease is None:
-            return
-        try:
-            self._lock.release(lease)
-        except Exception as error:
-            self._recorder.could_not_follow(job.name, error, what="lock release")
+    def _release_settled(self, job: _Job, now: datetime) -> None:
+        """Release, as the job's next occurrence comes, the locks no instance can still want."""
+        options = job.schedule.options
+        while job.leases and release_after(job.leases[0][0], options, self._rules) < now:
+            _, lease = job.leases.popleft()
+            try:
+                self._lock.release(lease)
+            except Exception as error:
+                self._recorder.could_not_follow(job.name, error, what="lock release")
 
     def _read_checkpoint(self, name: str) -> datetime | None:
         if self._checkpoints is None:

@@ -162,6 +162,17 @@ def lock_ttl_ms(options: JobOptions, rules: SchedulerRules) -> int:
     return (options.timeout_ms or rules.lock_ttl_ms) + options.jitter_ms + rules.late_after_ms
 
 
+def release_after(scheduled_at: datetime, options: JobOptions, rules: SchedulerRules) -> datetime:
+    """When the lock of an occurrence may be released: once no instance can still run it.
+
+    An instance reaches an instant on time up to ``late_after_ms`` after it, then waits its
+    jitter before asking the lock. Released earlier (at the next occurrence of a job of every
+    second, say), the lock would let an instance that lags run the occurrence again. A driver
+    releases the leases it holds past this instant when it handles the job's next occurrence.
+    """
+    return scheduled_at + timedelta(milliseconds=rules.late_after_ms + options.jitter_ms)
+
+
 def run_ttl_ms(options: JobOptions, rules: SchedulerRules) -> int:
     """How long a run counts as in progress when its end is never reported (a dead worker).
 

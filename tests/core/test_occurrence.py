@@ -336,3 +336,11 @@ def test_a_driver_never_sleeps_more_than_an_hour_nor_less_than_zero(offset_us: i
     assert 0 <= slept <= MAX_SLEEP_MS
     if timedelta(0) <= offset <= timedelta(hours=1):
         assert abs(timedelta(milliseconds=slept) - offset) < timedelta(milliseconds=1)
+
+
+def test_a_lock_may_be_released_once_no_instance_can_reach_its_occurrence_on_time() -> None:
+    rules = occurrence.SchedulerRules(late_after_ms=60_000)
+    options = JobOptions(jitter_ms=5_000)
+    due = datetime(2026, 3, 2, 6, 0, tzinfo=UTC)
+
+    assert occurrence.release_after(due, options, rules) == due + timedelta(seconds=65)

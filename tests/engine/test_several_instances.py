@@ -138,6 +138,43 @@ async def test_the_lock_is_released_when_this_instance_handles_the_next_occurren
     assert lock.released == ["job:billing.send-payment-reminders:2026-03-02T10:00:00.000Z"]
 
 
+async def test_a_lock_is_kept_while_a_lagging_instance_could_still_reach_its_occurrence(
+    build: Callable[..., ManualJobScheduler], fixed_clock: FixedClock
+) -> None:
+    # every second: the next occurrences come long before late_after_ms has passed, so releasing
+    # at the next occurrence would let the lagging instance run these occurrences again
+    lock = SpyLock(fixed_clock)
+    first, second = build(lock=lock), build(lock=lock)
+    job = Recorder()
+    for instance in (first, second):
+        instance.register(name=JOB, schedule={"every": "1s"}, run=job)
+        await instance.start()
+
+    await first.advance(5 * SECOND)
+    await second.advance(0)
+
+    assert len(job.due) == 5
+    assert len(set(job.due)) == 5, "no occurrence ran twice"
+    assert lock.released == []
+    assert {run.outcome for run in second.runs} == {Outcome.SKIPPED_LOCKED}
+
+
+async def test_a_lock_is_released_once_no_instance_can_reach_its_occurrence_on_time(
+    build: Callable[..., ManualJobScheduler], fixed_clock: FixedClock
+) -> None:
+    lock = SpyLock(fixed_clock)
+    scheduler = build(lock=lock)
+    scheduler.register(name=JOB, schedule={"every": "1s"}, run=Recorder())
+    await scheduler.start()
+
+    # from 09:58:30, the first instant is 09:58:31: its lock is kept 60 s (late_after_ms) after it
+    await scheduler.advance(61 * SECOND)
+    assert lock.released == []
+
+    await scheduler.advance(1 * SECOND)
+    assert lock.released == ["job:billing.send-payment-reminders:2026-03-02T09:58:31.000Z"]
+
+
 async def test_an_instance_whose_timer_fires_after_the_lock_expired_runs_the_occurrence_again(
     build: Callable[..., ManualJobScheduler], fixed_clock: FixedClock
 ) -> None:
