@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 from collections.abc import Iterator
-from datetime import timedelta
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -23,76 +22,6 @@ def lock(path: Path, clock: FixedClock) -> Iterator[SqliteLock]:
     lock = SqliteLock(path, clock)
     yield lock
     lock.close()
-
-
-def test_the_first_owner_gets_a_lease_until_its_time_to_live_on_the_clock(
-    clock: FixedClock, lock: SqliteLock
-) -> None:
-    lease = lock.acquire(KEY, 1_000)
-
-    assert lease is not None
-    assert lease.key == KEY
-    assert lease.expires_at == clock.now() + timedelta(seconds=1)
-
-
-def test_a_held_key_is_refused_to_another_owner_without_blocking(lock: SqliteLock) -> None:
-    lock.acquire(KEY, 1_000)
-
-    assert lock.acquire(KEY, 1_000) is None
-
-
-def test_other_keys_are_independent(lock: SqliteLock) -> None:
-    lock.acquire(KEY, 1_000)
-
-    assert lock.acquire(KEY.replace("06:00", "06:15"), 1_000) is not None
-
-
-def test_a_key_is_free_again_once_its_time_to_live_passed_on_the_clock(
-    clock: FixedClock, lock: SqliteLock
-) -> None:
-    lock.acquire(KEY, 1_000)
-
-    clock.advance(999)
-    assert lock.acquire(KEY, 1_000) is None
-    clock.advance(1)
-    assert lock.acquire(KEY, 1_000) is not None
-
-
-def test_the_owner_releases_its_key_and_another_may_take_it(lock: SqliteLock) -> None:
-    lease = lock.acquire(KEY, 1_000)
-    assert lease is not None
-
-    assert lock.release(lease) is True
-    assert lock.acquire(KEY, 1_000) is not None
-
-
-def test_a_lease_that_expired_and_was_taken_over_releases_nothing(
-    clock: FixedClock, lock: SqliteLock
-) -> None:
-    first = lock.acquire(KEY, 1_000)
-    assert first is not None
-    clock.advance(1_000)
-    second = lock.acquire(KEY, 1_000)
-
-    assert lock.release(first) is False
-    assert lock.acquire(KEY, 1_000) is None, "the second owner still holds the key"
-    assert second is not None
-    assert lock.release(second) is True
-
-
-def test_releasing_an_expired_lease_reports_it_was_no_longer_held(
-    clock: FixedClock, lock: SqliteLock
-) -> None:
-    lease = lock.acquire(KEY, 1_000)
-    assert lease is not None
-    clock.advance(1_000)
-
-    assert lock.release(lease) is False
-
-
-def test_a_non_positive_time_to_live_is_refused(lock: SqliteLock) -> None:
-    with pytest.raises(ValueError, match="positive"):
-        lock.acquire(KEY, 0)
 
 
 def test_two_locks_on_the_same_file_exclude_each_other(path: Path, clock: FixedClock) -> None:
