@@ -24,7 +24,6 @@ from ddd_celery.celery.registry import (
     check_providers,
 )
 from ddd_celery.celery.tasks import on_task_revoked, register_job_task
-from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.scheduled import ScheduledJobDeclaration, declaration_of
 from ddd_celery.kernel.clock import Clock, SystemClock
 from ddd_celery.kernel.ids import IdGenerator, UuidGenerator
@@ -33,7 +32,7 @@ from ddd_celery.kernel.metrics import Metrics
 from ddd_celery.kernel.scope import ContextVarExecutionScope, ExecutionScope
 from ddd_celery.kernel.tenants import TenantDirectory
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
-from ddd_celery.scheduling.errors import UnknownJobError
+from ddd_celery.scheduling.errors import InvalidJobScheduleError, UnknownJobError
 from ddd_celery.scheduling.execution import require_tenants
 from ddd_celery.scheduling.observability import OnRun, RunRecorder
 from ddd_celery.scheduling.occurrence import (
@@ -96,8 +95,9 @@ def install_jobs(
     - ``include_beat_schedule``: the entries of ``app.conf.beat_schedule`` become jobs of the
       ``beat`` context, run by their own tasks under the per-occurrence lock.
 
-    Refuses a pickle serializer (``ValueError``), a name declared twice, settings or routes for
-    a job nobody declares (``UnknownJobError``), settings that cannot be read
+    Refuses a pickle serializer (``ValueError``), a name given twice or a per-tenant job
+    without ``tenants`` (``InvalidJobScheduleError``, as ``JobScheduler.register``), settings or
+    routes for a job nobody declares (``UnknownJobError``), settings that cannot be read
     (``InvalidJobSettingsError``), and a second call on the same app (``RuntimeError``). Sets
     ``beat_scheduler`` and adds each job's queue to ``task_queues``, so plain ``celery -A app
     beat`` and ``celery -A app worker`` run the jobs. Connects to nothing.
@@ -169,7 +169,7 @@ def _declarations(jobs: Iterable[type | ScheduledJobDeclaration]) -> list[Schedu
     for job in jobs:
         declaration = declaration_of(job) if isinstance(job, type) else job
         if declaration.name in declarations:
-            raise DeclarationError(
+            raise InvalidJobScheduleError(
                 "declared twice: a job name is unique in the application", job=declaration.name
             )
         declarations[declaration.name] = declaration
@@ -193,7 +193,7 @@ def _described(
     names = {job.name for job in jobs}
     for entry in entries:
         if entry.name in names:
-            raise DeclarationError(
+            raise InvalidJobScheduleError(
                 "a beat_schedule entry has the name of a declared job", job=entry.name
             )
         names.add(entry.name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -207,9 +208,22 @@ def test_declarations_are_taken_as_collected(make_app: AppFactory) -> None:
     assert registry.jobs[REMINDERS].job_class is SendRemindersJob
 
 
-def test_a_job_given_twice_is_refused(make_app: AppFactory) -> None:
-    with pytest.raises(DeclarationError, match="declared twice"):
+def test_a_job_given_twice_is_refused_as_the_port_refuses_a_name_registered_twice(
+    make_app: AppFactory,
+) -> None:
+    # InvalidJobScheduleError, as JobScheduler.register raises: the JobScheduler contract
+    # registers through install_jobs.
+    with pytest.raises(InvalidJobScheduleError, match=r"wiring\.send-reminders.*declared twice"):
         install(make_app(), jobs=[SendRemindersJob, declaration_of(SendRemindersJob)])
+
+
+def test_a_beat_schedule_entry_with_the_name_of_a_declared_job_is_refused_the_same_way(
+    make_app: AppFactory,
+) -> None:
+    flush = replace(declaration_of(CompileReportsJob), name="beat.flush-cache", context="beat")
+
+    with pytest.raises(InvalidJobScheduleError, match=r"beat\.flush-cache.*name of a declared"):
+        install(make_app(beat_schedule=FLUSH), jobs=[flush])
 
 
 def test_settings_switch_a_job_off_reschedule_and_tune_it_without_code(
