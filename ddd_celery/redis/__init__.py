@@ -1,4 +1,4 @@
-"""Redis adapters of the kernel Lock, the job checkpoints and the job run state.
+"""Redis adapters of the kernel Lock, the job checkpoints, the job run state and the last runs.
 
 Install the ``redis`` extra; the core never imports this package. Build the client with
 ``connect(url)``, which fails fast when Redis is down, and share it between the stores.
@@ -13,6 +13,9 @@ so ``redis-cli`` reads it):
 ``ddd_celery:run:<job>``
     ``RedisJobRunState``: a hash with ``running`` and optionally ``queued``, in epoch ms,
     expiring (PEXPIRE) with the run in progress.
+``ddd_celery:last-run:<job>``
+    ``RedisJobLastRuns``: a hash with ``at``, the latest occurrence recorded in epoch ms, and
+    ``run``, its record as JSON; no expiry.
 
 Round trips: one per call (SET NX PX, GET, HGET or EVALSHA), plus two once per script when Redis
 has not seen it yet. The Lua scripts in ``lua/`` document the same layout in their headers.
@@ -21,11 +24,13 @@ has not seen it yet. The Lua scripts in ``lua/`` document the same layout in the
 from ddd_celery.redis.checkpoints import RedisJobCheckpoints
 from ddd_celery.redis.connection import connect
 from ddd_celery.redis.errors import StoreUnavailableError
+from ddd_celery.redis.last_runs import RedisJobLastRuns
 from ddd_celery.redis.lock import RedisLock
 from ddd_celery.redis.run_state import RedisJobRunState
 
 __all__ = [
     "RedisJobCheckpoints",
+    "RedisJobLastRuns",
     "RedisJobRunState",
     "RedisLock",
     "StoreUnavailableError",

@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 class StoreUnavailableError(ConnectionError):
     """Redis could not be asked, so what the store holds is unknown; ``__cause__`` says why.
 
-    Raised by the checkpoints and the run state (the lock raises the kernel's
+    Raised by the checkpoints, the run state and the last runs (the lock raises the kernel's
     ``LockUnavailableError``). A ``ConnectionError``, so a caller that treats any unreachable
     store alike catches both.
     """

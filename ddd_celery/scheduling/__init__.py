@@ -20,6 +20,7 @@ from ddd_celery.scheduling.errors import (
 )
 from ddd_celery.scheduling.in_process import InProcessJobScheduler
 from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
+from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns, JobLastRuns
 from ddd_celery.scheduling.observability import (
     DURATION_HISTOGRAM,
     RUNS_COUNTER,
@@ -44,12 +45,14 @@ __all__ = [
     "UNKNOWN_JOB",
     "Claim",
     "InMemoryJobCheckpoints",
+    "InMemoryJobLastRuns",
     "InMemoryJobRunState",
     "InProcessJobScheduler",
     "InvalidJobScheduleError",
     "InvalidJobSettingsError",
     "JobAbortedError",
     "JobCheckpoints",
+    "JobLastRuns",
     "JobLockUnavailableError",
     "JobRun",
     "JobRunState",

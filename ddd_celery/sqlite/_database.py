@@ -27,7 +27,7 @@ _RETRY_PAUSE_S = 0.005
 class StoreUnavailableError(ConnectionError):
     """The SQLite file could not be asked (locked past the busy timeout, unreadable, missing).
 
-    Raised by the checkpoints and the run state (the lock raises the kernel's
+    Raised by the checkpoints, the run state and the last runs (the lock raises the kernel's
     ``LockUnavailableError``); ``__cause__`` is the ``sqlite3`` error. A ``ConnectionError``, as
     the Redis stores raise, so a caller treats any unreachable store alike.
     """

@@ -17,10 +17,18 @@ from redis import Redis
 
 from ddd_celery.kernel.clock import FixedClock
 from ddd_celery.kernel.lock import InMemoryLock
-from ddd_celery.redis import RedisJobCheckpoints, RedisJobRunState, RedisLock, connect
+from ddd_celery.redis import (
+    RedisJobCheckpoints,
+    RedisJobLastRuns,
+    RedisJobRunState,
+    RedisLock,
+    connect,
+)
 from ddd_celery.scheduling.checkpoints import InMemoryJobCheckpoints
+from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
 from ddd_celery.scheduling.run_state import InMemoryJobRunState
 from ddd_celery.testing.contracts.checkpoints import JobCheckpointsSubject
+from ddd_celery.testing.contracts.last_runs import JobLastRunsSubject
 from ddd_celery.testing.contracts.lock import LockSubject
 from ddd_celery.testing.contracts.run_state import JobRunStateSubject
 
@@ -113,4 +121,17 @@ def run_state_subject(request: pytest.FixtureRequest) -> JobRunStateSubject:
         state=RedisJobRunState(redis.client, prefix=prefix),
         peer=RedisJobRunState(redis.peer, prefix=prefix),
         elapse=redis.elapse,
+    )
+
+
+@pytest.fixture(params=ADAPTERS)
+def last_runs_subject(request: pytest.FixtureRequest) -> JobLastRunsSubject:
+    if request.param == "memory":
+        last_runs = InMemoryJobLastRuns()
+        return JobLastRunsSubject(last_runs=last_runs, peer=last_runs)
+    redis: RedisNamespace = request.getfixturevalue("redis_namespace")
+    prefix = f"{redis.prefix}last-run:"
+    return JobLastRunsSubject(
+        last_runs=RedisJobLastRuns(redis.client, prefix=prefix),
+        peer=RedisJobLastRuns(redis.peer, prefix=prefix),
     )

@@ -13,8 +13,14 @@ from pathlib import Path
 import pytest
 
 from ddd_celery.kernel import FixedClock
-from ddd_celery.sqlite import SqliteJobCheckpoints, SqliteJobRunState, SqliteLock
+from ddd_celery.sqlite import (
+    SqliteJobCheckpoints,
+    SqliteJobLastRuns,
+    SqliteJobRunState,
+    SqliteLock,
+)
 from ddd_celery.testing.contracts.checkpoints import JobCheckpointsContract, JobCheckpointsSubject
+from ddd_celery.testing.contracts.last_runs import JobLastRunsContract, JobLastRunsSubject
 from ddd_celery.testing.contracts.lock import LockContract, LockSubject
 from ddd_celery.testing.contracts.run_state import JobRunStateContract, JobRunStateSubject
 
@@ -53,4 +59,13 @@ class TestSqliteJobRunState(JobRunStateContract):
         state, peer = SqliteJobRunState(path, clock), SqliteJobRunState(path, clock)
         yield JobRunStateSubject(state=state, peer=peer, elapse=clock.advance)
         state.close()
+        peer.close()
+
+
+class TestSqliteJobLastRuns(JobLastRunsContract):
+    @pytest.fixture
+    def last_runs_subject(self, path: Path) -> Iterator[JobLastRunsSubject]:
+        last_runs, peer = SqliteJobLastRuns(path), SqliteJobLastRuns(path)
+        yield JobLastRunsSubject(last_runs=last_runs, peer=peer)
+        last_runs.close()
         peer.close()

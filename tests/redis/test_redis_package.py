@@ -9,7 +9,7 @@ import sys
 def test_the_core_imports_neither_the_redis_adapters_nor_redis_py() -> None:
     probe = (
         "import sys, ddd_celery, ddd_celery.kernel, ddd_celery.scheduling.checkpoints, "
-        "ddd_celery.scheduling.run_state; "
+        "ddd_celery.scheduling.run_state, ddd_celery.scheduling.last_runs; "
         "print(sorted(m for m in sys.modules if m == 'redis' or m.startswith(('redis.', "
         "'ddd_celery.redis'))))"
     )

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from ddd_celery.kernel import FixedClock
+from ddd_celery.scheduling.outcomes import JobRun, Outcome
 from ddd_celery.scheduling.run_state import Claim
 from ddd_celery.sqlite import (
     SqliteJobCheckpoints,
+    SqliteJobLastRuns,
     SqliteJobRunState,
     SqliteLock,
     StoreUnavailableError,
@@ -40,17 +42,20 @@ def test_a_checkpoint_crosses_a_restart_on_the_same_file(path: Path) -> None:
     assert SqliteJobCheckpoints(path).read(JOB) == T0
 
 
-def test_the_lock_checkpoints_and_run_state_share_one_file(path: Path, clock: FixedClock) -> None:
+def test_the_lock_checkpoints_run_state_and_last_runs_share_one_file(
+    path: Path, clock: FixedClock
+) -> None:
     lock, checkpoints = SqliteLock(path, clock), SqliteJobCheckpoints(path)
-    state = SqliteJobRunState(path, clock)
+    state, last_runs = SqliteJobRunState(path, clock), SqliteJobLastRuns(path)
 
     assert lock.acquire(f"job:{JOB}:2026-03-02T06:00:00.000Z", 1_000) is not None
     checkpoints.write(JOB, T0)
     assert state.claim(JOB, T0, queue=False, ttl_ms=1_000) is Claim.STARTED
+    last_runs.write(JobRun(job=JOB, scheduled_at=T0, outcome=Outcome.MISSED, context="n"))
 
     with sqlite3.connect(path) as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-    assert {"ddd_locks", "ddd_job_checkpoints", "ddd_job_runs"} <= tables
+    assert {"ddd_locks", "ddd_job_checkpoints", "ddd_job_runs", "ddd_job_last_runs"} <= tables
 
 
 def test_the_file_is_in_write_ahead_logging_mode(path: Path) -> None:
@@ -63,6 +68,7 @@ def test_the_file_is_in_write_ahead_logging_mode(path: Path) -> None:
 def test_building_the_stores_does_not_touch_the_file(path: Path, clock: FixedClock) -> None:
     SqliteJobCheckpoints(path)
     SqliteJobRunState(path, clock)
+    SqliteJobLastRuns(path)
 
     assert not path.exists()
 
@@ -77,6 +83,8 @@ def test_a_file_that_is_not_a_database_makes_the_stores_unavailable(
     assert isinstance(raised.value.__cause__, sqlite3.DatabaseError)
     with pytest.raises(StoreUnavailableError, match="claim"):
         SqliteJobRunState(path, clock).claim(JOB, T0, queue=False, ttl_ms=1_000)
+    with pytest.raises(StoreUnavailableError, match="read the last run"):
+        SqliteJobLastRuns(path).read(JOB)
 
 
 def test_a_run_state_locked_past_the_busy_timeout_is_unavailable_then_recovers(

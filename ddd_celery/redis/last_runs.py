@@ -1,0 +1,39 @@
+"""The last run of each job on Redis, written by beat and the workers, read by any process."""
+
+from __future__ import annotations
+
+import json
+
+from redis import Redis
+
+from ddd_celery.kernel.instants import epoch_ms
+from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
+from ddd_celery.redis.scripts import register
+from ddd_celery.scheduling.last_runs import JobLastRuns, run_as_dict, run_from_dict
+from ddd_celery.scheduling.outcomes import JobRun
+
+
+class RedisJobLastRuns(JobLastRuns):
+    """One hash per job, ``<prefix><job>``: ``at``, the occurrence in epoch ms, and ``run``, JSON.
+
+    A write is one EVALSHA of ``lua/last_run_write.lua``, which compares and sets atomically, so
+    writers racing keep the latest occurrence; occurrences are compared to the millisecond. A
+    read is one HGET. The key never expires. Raises ``StoreUnavailableError`` when Redis cannot
+    be asked.
+    """
+
+    def __init__(self, client: Redis, *, prefix: str = "ddd_celery:last-run:") -> None:
+        self._client = client
+        self._prefix = prefix
+        self._write = register(client, "last_run_write.lua")
+
+    def write(self, run: JobRun) -> None:
+        record = json.dumps(run_as_dict(run), separators=(",", ":"))
+        at = epoch_ms(run.scheduled_at)
+        with unavailable_as(StoreUnavailableError, f"write the last run of {run.job!r}"):
+            self._write(keys=[self._prefix + run.job], args=[at, record])
+
+    def read(self, job: str) -> JobRun | None:
+        with unavailable_as(StoreUnavailableError, f"read the last run of {job!r}"):
+            value = self._client.hget(self._prefix + job, "run")
+        return None if value is None else run_from_dict(json.loads(value))

@@ -1,0 +1,113 @@
+"""Last runs: the record of each job's latest occurrence, kept where any process can read it.
+
+Beat and the workers record outcomes in their own logs and metrics; a process that handled
+nothing (``celery jobs list``, an admin endpoint) reads what they last saw from this store.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from datetime import datetime
+from typing import Any
+
+from ddd_celery.kernel.instants import to_utc
+from ddd_celery.scheduling.outcomes import JobRun, Outcome
+
+
+class JobLastRuns(ABC):
+    """Where the recorder keeps, per job, the record of the latest occurrence it was told of.
+
+    A store shared by beat and the workers. It keeps the occurrence with the latest
+    ``scheduled_at``: a record of an earlier occurrence never replaces a later one, and a new
+    record of the same occurrence replaces the one kept (a run recorded after another instance
+    first saw its occurrence). A record holds what ``JobRun`` holds, never an error's message.
+    """
+
+    @abstractmethod
+    def write(self, run: JobRun) -> None:
+        """Keep ``run`` unless a later occurrence of its job is kept.
+
+        Raises ``ValueError`` for a record with a naive instant, writing nothing; raises when
+        the store cannot be asked.
+        """
+
+    @abstractmethod
+    def read(self, job: str) -> JobRun | None:
+        """The record of the latest occurrence of ``job`` (instants aware UTC), or None.
+
+        Raises when the store cannot be asked.
+        """
+
+
+class InMemoryJobLastRuns(JobLastRuns):
+    """The last runs of one process: what a test or a single instance needs.
+
+    A record is kept in its stored form (``run_as_dict``) and read back from it, so what a test
+    reads is what the shared stores would give back.
+    """
+
+    def __init__(self) -> None:
+        self._records: dict[str, tuple[datetime, dict[str, Any]]] = {}
+        self._mutex = threading.Lock()
+
+    def write(self, run: JobRun) -> None:
+        record = run_as_dict(run)
+        scheduled_at = to_utc(run.scheduled_at)
+        with self._mutex:
+            kept = self._records.get(run.job)
+            if kept is None or scheduled_at >= kept[0]:
+                self._records[run.job] = (scheduled_at, record)
+
+    def read(self, job: str) -> JobRun | None:
+        with self._mutex:
+            kept = self._records.get(job)
+        return None if kept is None else run_from_dict(kept[1])
+
+
+def run_as_dict(run: JobRun) -> dict[str, Any]:
+    """``run`` as JSON values: instants in ISO 8601 UTC to the microsecond, the outcome's string.
+
+    Raises ``ValueError`` for a naive instant.
+    """
+    return {
+        "job": run.job,
+        "context": run.context,
+        "scheduled_at": _instant(run.scheduled_at, "scheduled_at"),
+        "outcome": run.outcome.value,
+        "started_at": None if run.started_at is None else _instant(run.started_at, "started_at"),
+        "duration_ms": run.duration_ms,
+        "error_code": run.error_code,
+        "error_type": run.error_type,
+        "correlation_id": run.correlation_id,
+        "tenant_id": run.tenant_id,
+    }
+
+
+def run_from_dict(record: dict[str, Any]) -> JobRun:
+    """The ``JobRun`` of a dict ``run_as_dict`` wrote; ``ValueError`` for one it did not."""
+    try:
+        started_at = record["started_at"]
+        duration_ms = record["duration_ms"]
+        return JobRun(
+            job=record["job"],
+            context=record["context"],
+            scheduled_at=_parse(record["scheduled_at"]),
+            outcome=Outcome(record["outcome"]),
+            started_at=None if started_at is None else _parse(started_at),
+            duration_ms=None if duration_ms is None else float(duration_ms),
+            error_code=record["error_code"],
+            error_type=record["error_type"],
+            correlation_id=record["correlation_id"],
+            tenant_id=record["tenant_id"],
+        )
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"not the record of a run: {record!r}") from error
+
+
+def _instant(value: datetime, name: str) -> str:
+    return to_utc(value, name).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _parse(value: str) -> datetime:
+    return to_utc(datetime.fromisoformat(value))
