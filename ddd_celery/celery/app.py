@@ -34,6 +34,7 @@ from ddd_celery.kernel.tenants import TenantDirectory
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.errors import InvalidJobScheduleError, UnknownJobError
 from ddd_celery.scheduling.execution import require_tenants
+from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.observability import OnRun, RunRecorder
 from ddd_celery.scheduling.occurrence import (
     DEFAULT_LATE_AFTER_MS,
@@ -63,6 +64,7 @@ def install_jobs(
     providers: Mapping[type, Provider] | None = None,
     checkpoints: JobCheckpoints | None = None,
     run_state: JobRunState | None = None,
+    last_runs: JobLastRuns | None = None,
     settings: SettingsMapping | None = None,
     environ: Mapping[str, str] | None = None,
     start: bool | None = None,
@@ -88,6 +90,8 @@ def install_jobs(
       run state lives in one process's memory: beats and workers in several processes need
       ``RedisJobRunState`` for ``overlap`` to hold between them, ``RedisLock`` for an
       occurrence to run once, ``RedisJobCheckpoints`` for ``missed`` to cross a restart.
+    - ``last_runs``: where beat and the workers keep each job's latest outcome, so that
+      ``celery jobs list`` in another process shows it (``RedisJobLastRuns``); none by default.
     - ``settings``: ``{job name: settings}`` that switch off, reschedule or tune a job;
       ``environ`` (``os.environ``) adds ``JOB_<CONTEXT>_<JOB>_ENABLED`` over them and says
       through ``RUN_JOBS`` whether beat starts jobs in this process, unless ``start`` says it.
@@ -127,9 +131,10 @@ def install_jobs(
         lock=lock,
         checkpoints=checkpoints,
         run_state=run_state or InMemoryJobRunState(clock),
+        last_runs=last_runs,
         ids=ids or UuidGenerator(),
         scope=scope or ContextVarExecutionScope(),
-        recorder=RunRecorder(logger=logger, metrics=metrics, on_run=on_run),
+        recorder=RunRecorder(logger=logger, metrics=metrics, on_run=on_run, last_runs=last_runs),
         rules=rules,
         tenants=tenants,
         start=run_jobs_from_env(environ) if start is None else start,

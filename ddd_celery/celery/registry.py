@@ -21,6 +21,7 @@ from ddd_celery.kernel.scope import ExecutionScope
 from ddd_celery.kernel.tenants import TenantDirectory
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.errors import UnknownJobError
+from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.observability import RunRecorder
 from ddd_celery.scheduling.occurrence import SchedulerRules
 from ddd_celery.scheduling.run_state import JobRunState
@@ -60,6 +61,8 @@ class CeleryJobs:
     lock: Lock
     checkpoints: JobCheckpoints | None
     run_state: JobRunState
+    last_runs: JobLastRuns | None
+    """Where ``recorder`` keeps each job's latest record, read by ``celery jobs list``."""
     ids: IdGenerator
     scope: ExecutionScope
     recorder: RunRecorder

@@ -46,6 +46,7 @@ from ddd_celery.scheduling.execution import (
     tenants_of,
 )
 from ddd_celery.scheduling.instants import next_occurrence
+from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.observability import OnRun, RunRecorder
 from ddd_celery.scheduling.occurrence import (
     DEFAULT_GRACE_MS,
@@ -112,8 +113,9 @@ class InProcessJobScheduler(JobScheduler):
 
     Every instant comes from ``clock``; it sleeps through ``timers``. Sync jobs run through
     ``timers.run_sync`` (a worker thread with the system timers), async ones are awaited. The
-    ports (lock, checkpoints, run state, tenants) are called on the loop: each is one short
-    round trip.
+    ports (lock, checkpoints, run state, last runs, tenants) are called on the loop: each is one
+    short round trip. ``describe()`` is this instance's view: its ``last_run`` is what this
+    instance handled, while ``last_runs`` is where every instance's records meet.
     """
 
     def __init__(
@@ -134,6 +136,7 @@ class InProcessJobScheduler(JobScheduler):
         on_run: OnRun | None = None,
         tenants: TenantDirectory | None = None,
         run_state: JobRunState | None = None,
+        last_runs: JobLastRuns | None = None,
     ) -> None:
         if isinstance(grace_ms, bool) or not isinstance(grace_ms, int) or grace_ms < 0:
             raise ValueError(f"grace_ms must be an int of milliseconds >= 0, not {grace_ms!r}")
@@ -146,7 +149,9 @@ class InProcessJobScheduler(JobScheduler):
         self._rules = SchedulerRules(late_after_ms=late_after_ms, lock_ttl_ms=lock_ttl_ms)
         self._grace_ms = grace_ms
         self._random = random
-        self._recorder = RunRecorder(logger=logger, metrics=metrics, on_run=on_run)
+        self._recorder = RunRecorder(
+            logger=logger, metrics=metrics, on_run=on_run, last_runs=last_runs
+        )
         self._tenants = tenants
         self._run_state = run_state or InMemoryJobRunState(clock)
         self._jobs: dict[str, _Job] = {}

@@ -1,7 +1,8 @@
-"""How an occurrence's outcome is recorded: one log entry, the metrics, and ``on_run``.
+"""How an occurrence's outcome is recorded: one log entry, the metrics, the last runs, ``on_run``.
 
 Every driver records through ``RunRecorder``, so the beat process, the worker and the in-process
-scheduler write the same lines and the same series.
+scheduler write the same lines, the same series and the same shared record of each job's latest
+occurrence.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ddd_celery.kernel.errors import DomainError
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.kernel.metrics import Metrics, NoMetrics
 from ddd_celery.kernel.reporting import ErrorReporter
+from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 
 RUNS_COUNTER = "scheduled_job_runs_total"
@@ -52,7 +54,12 @@ OnRun = Callable[[JobRun, BaseException | None, RunDetail], None]
 
 
 class RunRecorder:
-    """Records each outcome three times: a log entry, the metrics, the ``on_run`` observer."""
+    """Records each outcome: a log entry, the metrics, the last runs, the ``on_run`` observer.
+
+    ``last_runs`` keeps every record but ``skipped-locked``: that occurrence is another
+    instance's, which records its real outcome, and a skip must not hide it. The store is
+    written before ``on_run`` is called, so an observer finds the record already kept.
+    """
 
     def __init__(
         self,
@@ -60,17 +67,21 @@ class RunRecorder:
         logger: logging.Logger | None = None,
         metrics: Metrics | None = None,
         on_run: OnRun | None = None,
+        last_runs: JobLastRuns | None = None,
     ) -> None:
         self._logger = logger or logging.getLogger(DEFAULT_LOGGER)
         self._metrics = metrics or NoMetrics()
         self._on_run = on_run
+        self._last_runs = last_runs
 
     def record(self, run: JobRun, error: BaseException | None = None) -> None:
-        """Log, count and observe ``run``; never raises, so a recorder cannot stop a scheduler."""
+        """Log, count, keep and observe ``run``; never raises, so it cannot stop a scheduler."""
         message, level = LOG_LINES[run.outcome]
         if self._logger.isEnabledFor(level):
             self._guarded(run.job, lambda: self._logger.log(level, message, extra=log_fields(run)))
         self._guarded(run.job, lambda: self._count(run))
+        if self._last_runs is not None and run.outcome is not Outcome.SKIPPED_LOCKED:
+            self._keep(self._last_runs, run)
         if self._on_run is not None:
             on_run = self._on_run
             self._guarded(run.job, lambda: on_run(run, error, RunDetail(run.correlation_id)))
@@ -86,6 +97,13 @@ class RunRecorder:
                 "error_type": type(error).__name__,
             },
         )
+
+    def _keep(self, last_runs: JobLastRuns, run: JobRun) -> None:
+        """Write the last run; a store that cannot be asked is logged like a checkpoint's."""
+        try:
+            last_runs.write(run)
+        except Exception as error:
+            self.could_not_follow(run.job, error, what="write the last run")
 
     def _count(self, run: JobRun) -> None:
         labels = {

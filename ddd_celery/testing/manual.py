@@ -25,6 +25,7 @@ from ddd_celery.kernel.tenants import TenantDirectory
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.execution import JobCallable
 from ddd_celery.scheduling.in_process import InProcessJobScheduler
+from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.observability import OnRun, RunDetail
 from ddd_celery.scheduling.occurrence import (
     DEFAULT_GRACE_MS,
@@ -182,6 +183,7 @@ class ManualJobScheduler(InProcessJobScheduler):
         lock_ttl_ms: int = DEFAULT_LOCK_TTL_MS,
         on_run: OnRun | None = None,
         run_state: JobRunState | None = None,
+        last_runs: JobLastRuns | None = None,
     ) -> None:
         self.timers = ManualJobTimers(clock)
         self.runs: list[JobRun] = []
@@ -205,6 +207,7 @@ class ManualJobScheduler(InProcessJobScheduler):
             on_run=self._keep,
             tenants=tenants,
             run_state=run_state,
+            last_runs=last_runs,
         )
 
     async def advance(self, by: int | timedelta) -> None:

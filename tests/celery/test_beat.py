@@ -112,6 +112,7 @@ class Instance:
             lock=self.lock,
             checkpoints=self.checkpoints,
             run_state=self.run_state or InMemoryJobRunState(self.clock),
+            last_runs=None,
             ids=SequentialIdGenerator(),
             scope=FixedExecutionScope(),
             recorder=RunRecorder(on_run=self._on_run),

@@ -11,6 +11,7 @@ import pytest
 
 from ddd_celery.kernel import DomainError, InMemoryErrorReporter, InMemoryMetrics, Labels
 from ddd_celery.scheduling.errors import JobLockUnavailableError, JobTimeoutError
+from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
 from ddd_celery.scheduling.observability import (
     COULD_NOT_FOLLOW,
     DEFAULT_LOGGER,
@@ -189,6 +190,71 @@ def test_metrics_that_raise_do_not_stop_the_observer() -> None:
     )
 
     assert [run.outcome for run in seen] == [Outcome.SUCCEEDED]
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [Outcome.SUCCEEDED, Outcome.FAILED, Outcome.SKIPPED_OVERLAP, Outcome.MISSED],
+)
+def test_the_last_runs_keep_every_record_of_an_occurrence_this_instance_handled(
+    outcome: Outcome,
+) -> None:
+    last_runs = InMemoryJobLastRuns()
+    run = a_run(outcome)
+
+    RunRecorder(last_runs=last_runs).record(run)
+
+    assert last_runs.read(JOB) == run
+
+
+def test_the_last_runs_never_keep_a_skip_for_an_occurrence_another_instance_runs() -> None:
+    last_runs = InMemoryJobLastRuns()
+    ran = a_run(Outcome.SUCCEEDED)
+    recorder = RunRecorder(last_runs=last_runs)
+
+    recorder.record(a_run(Outcome.SKIPPED_LOCKED))
+    assert last_runs.read(JOB) is None
+    recorder.record(ran)
+    recorder.record(a_run(Outcome.SKIPPED_LOCKED))
+    assert last_runs.read(JOB) == ran
+
+
+def test_on_run_finds_the_record_already_in_the_last_runs() -> None:
+    last_runs = InMemoryJobLastRuns()
+    seen: list[JobRun | None] = []
+
+    RunRecorder(
+        last_runs=last_runs, on_run=lambda run, *_: seen.append(last_runs.read(JOB))
+    ).record(a_run(Outcome.SUCCEEDED))
+
+    assert seen == [a_run(Outcome.SUCCEEDED)]
+
+
+def test_last_runs_that_cannot_be_asked_are_logged_and_stop_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class DownLastRuns(InMemoryJobLastRuns):
+        def write(self, run: JobRun) -> None:
+            raise ConnectionError(SECRET)
+
+    metrics = InMemoryMetrics()
+    seen: list[JobRun] = []
+    recorder = RunRecorder(
+        metrics=metrics, on_run=lambda run, *_: seen.append(run), last_runs=DownLastRuns()
+    )
+
+    with caplog.at_level(logging.DEBUG, logger=DEFAULT_LOGGER):
+        recorder.record(a_run(Outcome.SUCCEEDED))
+
+    assert [(r.getMessage(), r.levelno) for r in caplog.records] == [
+        ("Scheduled job succeeded", logging.INFO),
+        (COULD_NOT_FOLLOW, logging.ERROR),
+    ]
+    assert caplog.records[1].__dict__["operation"] == "write the last run"
+    assert caplog.records[1].__dict__["error_type"] == "ConnectionError"
+    assert SECRET not in caplog.text
+    assert metrics.counter(RUNS_COUNTER) == 1
+    assert seen == [a_run(Outcome.SUCCEEDED)]
 
 
 def test_what_goes_wrong_around_the_runs_is_logged_at_error_without_its_message(

@@ -16,6 +16,7 @@ from ddd_celery.kernel import (
     SequentialIdGenerator,
 )
 from ddd_celery.scheduling.errors import JobLockUnavailableError
+from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
 from ddd_celery.scheduling.outcomes import Outcome
 from ddd_celery.scheduling.run_state import Claim, InMemoryJobRunState
 from ddd_celery.testing import ManualJobScheduler
@@ -53,6 +54,36 @@ async def test_runs_each_occurrence_on_one_instance_only() -> None:
 
     assert ran == [datetime(2026, 3, 2, 6, 0, tzinfo=UTC)]
     assert [run.outcome for run in second.runs] == ["skipped-locked"]
+
+
+async def test_the_shared_last_run_is_the_instance_that_ran_not_the_one_that_skipped() -> None:
+    clock = FixedClock(datetime(2026, 3, 2, 5, 58, tzinfo=UTC))
+    lock, last_runs = InMemoryLock(clock), InMemoryJobLastRuns()
+    instances = [
+        ManualJobScheduler(
+            clock=clock,
+            lock=lock,
+            scope=FixedExecutionScope(),
+            ids=SequentialIdGenerator(),
+            last_runs=last_runs,
+        )
+        for _ in range(2)
+    ]
+    for scheduler in instances:
+        scheduler.register(name=JOB, schedule={"every": "15m"}, run=Recorder())
+        await scheduler.start()
+
+    first, second = instances
+    await first.advance(2 * MINUTE)
+    await second.advance(0)
+
+    shared = last_runs.read(JOB)
+    assert shared is not None
+    assert (shared.outcome, shared.scheduled_at) == (Outcome.SUCCEEDED, at(6, 0))
+    # describe() stays the view of one instance: the second saw its skip
+    [described] = second.describe()
+    assert described.last_run is not None
+    assert described.last_run.outcome is Outcome.SKIPPED_LOCKED
 
 
 async def test_the_lock_key_is_the_job_name_and_the_due_instant_in_iso_8601(
