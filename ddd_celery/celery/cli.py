@@ -3,15 +3,16 @@
 Installed through the ``celery.commands`` entry point, so the commands take ``-A`` like every
 other ``celery`` command and read the jobs ``install_jobs`` put on the app.
 
-A fresh process knows little about runs: outcomes live in the logs and metrics of the processes
-that handled them. ``list`` shows what the shared stores can tell (the run in progress from the
-run state, the last occurrence handled from the checkpoints) and says when it cannot know.
+A fresh process has handled no occurrence itself: beat and the workers have. ``list`` shows what
+the shared stores can tell (the run in progress from the run state, the last occurrence handled
+from the checkpoints, the latest outcome from the last runs) and says when it cannot know.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 import click
 from celery.bin.base import CeleryCommand
@@ -21,13 +22,26 @@ from ddd_celery.celery.tasks import run_here
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.errors import UnknownJobError
 from ddd_celery.scheduling.instants import next_occurrence
+from ddd_celery.scheduling.outcomes import JobRun
 from ddd_celery.scheduling.run_state import InMemoryJobRunState
 
 UNKNOWN = "unknown"
 UNAVAILABLE = "unavailable"
 UNTRACKED = "untracked"
-"""The RUNNING of a ``beat_schedule`` entry: its task is the app's own and reports no end."""
-COLUMNS = ("NAME", "SCHEDULE", "ENABLED", "QUEUE", "NEXT RUN", "RUNNING", "LAST HANDLED")
+"""RUNNING and LAST OUTCOME of a ``beat_schedule`` entry: its task is the app's own, which
+reports neither its end nor its outcome."""
+COLUMNS = (
+    "NAME",
+    "SCHEDULE",
+    "ENABLED",
+    "QUEUE",
+    "NEXT RUN",
+    "RUNNING",
+    "LAST HANDLED",
+    "LAST OUTCOME",
+)
+
+_T = TypeVar("_T")
 
 
 @click.group(name="jobs")
@@ -38,7 +52,7 @@ def jobs() -> None:
 @jobs.command(name="list", cls=CeleryCommand)
 @click.pass_context
 def list_jobs(ctx: click.Context) -> None:
-    """Each job: schedule, enabled, queue, next run, run in progress, last occurrence handled."""
+    """Each job: schedule, enabled, queue, next run, run in progress, last handled, last outcome."""
     registry = _registry(ctx)
     now = registry.clock.now()
     rows = [_row(registry, job, now) for job in registry.jobs.values()]
@@ -93,6 +107,7 @@ def _row(registry: CeleryJobs, job: CeleryJob, now: datetime) -> tuple[str, ...]
         iso_ms(next_occurrence(job.schedule, now)) if enabled else "never by time",
         _running(registry, job),
         _last_handled(registry, job.name),
+        _last_outcome(registry, job),
     )
 
 
@@ -101,27 +116,41 @@ def _running(registry: CeleryJobs, job: CeleryJob) -> str:
         return UNTRACKED
     if isinstance(registry.run_state, InMemoryJobRunState):
         return UNKNOWN
-    return _asked(lambda: registry.run_state.running(job.name), none="no")
+    return _asked(lambda: registry.run_state.running(job.name), none="no", show=iso_ms)
 
 
 def _last_handled(registry: CeleryJobs, name: str) -> str:
     checkpoints = registry.checkpoints
     if checkpoints is None:
         return UNKNOWN
-    return _asked(lambda: checkpoints.read(name), none="never")
+    return _asked(lambda: checkpoints.read(name), none="never", show=iso_ms)
 
 
-def _asked(ask: Callable[[], datetime | None], *, none: str) -> str:
+def _last_outcome(registry: CeleryJobs, job: CeleryJob) -> str:
+    if not job.declared:
+        return UNTRACKED
+    last_runs = registry.last_runs
+    if last_runs is None:
+        return UNKNOWN
+    return _asked(lambda: last_runs.read(job.name), none="none yet", show=_outcome)
+
+
+def _outcome(run: JobRun) -> str:
+    """``failed JOB_TIMEOUT 2026-03-02T06:00:00.000Z``: the code, never the message, as logged."""
+    return " ".join(filter(None, (run.outcome.value, run.error_code, iso_ms(run.scheduled_at))))
+
+
+def _asked(ask: Callable[[], _T | None], *, none: str, show: Callable[[_T], str]) -> str:
     """What a store answers, or ``unavailable`` when it cannot be asked: listing never fails."""
     try:
         answer = ask()
     except Exception:
         return UNAVAILABLE
-    return none if answer is None else iso_ms(answer)
+    return none if answer is None else show(answer)
 
 
 def _notes(registry: CeleryJobs) -> list[str]:
-    notes = ["Outcomes are in the logs and metrics of beat and the workers; this lists none."]
+    notes: list[str] = []
     if isinstance(registry.run_state, InMemoryJobRunState):
         notes.append(
             f"RUNNING is {UNKNOWN}: the run state is in process memory; "
@@ -131,5 +160,10 @@ def _notes(registry: CeleryJobs) -> list[str]:
         notes.append(
             f"LAST HANDLED is {UNKNOWN}: no checkpoints; "
             "install_jobs(checkpoints=RedisJobCheckpoints(...)) keeps them."
+        )
+    if registry.last_runs is None:
+        notes.append(
+            f"LAST OUTCOME is {UNKNOWN}: no last runs; "
+            "install_jobs(last_runs=RedisJobLastRuns(...)) keeps them."
         )
     return notes

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,15 @@ from click.testing import CliRunner, Result
 from probe_jobs import ASYNC, SYNC, AsyncProbeJob, Probe, SyncProbeJob
 from redis import Redis
 
-from ddd_celery.celery import CeleryJobs, install_jobs
+from ddd_celery.celery import CeleryJobs, OccurrenceMessage, install_jobs
 from ddd_celery.celery.cli import jobs
+from ddd_celery.celery.tasks import run_message
 from ddd_celery.declarations import JobExecution
 from ddd_celery.kernel import DomainError, FixedClock, InMemoryLock
-from ddd_celery.redis import RedisJobCheckpoints, RedisJobRunState, connect
+from ddd_celery.redis import RedisJobCheckpoints, RedisJobLastRuns, RedisJobRunState, connect
+from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns, JobLastRuns
+from ddd_celery.scheduling.outcomes import JobRun, Outcome
+from ddd_celery.sqlite import SqliteJobLastRuns
 
 NOW = datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC)
 RAN_AT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -68,6 +72,8 @@ def test_list_shows_each_jobs_schedule_enabled_queue_and_next_run(make_app: AppF
         "RUNNING",
         "LAST",
         "HANDLED",
+        "LAST",
+        "OUTCOME",
     ]
     assert [c.strip() for c in row_of(result.output, SYNC)][:5] == [
         SYNC,
@@ -104,28 +110,93 @@ def test_list_says_what_a_process_cannot_know_without_shared_stores(
 
     result = invoke(app, "list")
 
-    assert [c.strip() for c in row_of(result.output, SYNC)][5:] == ["unknown", "unknown"]
+    assert [c.strip() for c in row_of(result.output, SYNC)][5:] == ["unknown"] * 3
     assert "RedisJobRunState" in result.output
     assert "RedisJobCheckpoints" in result.output
+    assert "RedisJobLastRuns" in result.output
 
 
-def test_list_shows_the_run_in_progress_and_the_last_occurrence_handled_from_redis(
+def test_list_shows_the_run_in_progress_the_last_handled_and_the_last_outcome_from_redis(
     make_app: AppFactory, redis_client: Redis, redis_prefix: str
 ) -> None:
     run_state = RedisJobRunState(redis_client, prefix=f"{redis_prefix}run:")
     checkpoints = RedisJobCheckpoints(redis_client, prefix=f"{redis_prefix}checkpoint:")
-    app, _ = wire(make_app, Probe(), run_state=run_state, checkpoints=checkpoints)
+    last_runs = RedisJobLastRuns(redis_client, prefix=f"{redis_prefix}last-run:")
+    app, _ = wire(
+        make_app, Probe(), run_state=run_state, checkpoints=checkpoints, last_runs=last_runs
+    )
     run_state.claim(SYNC, RAN_AT, queue=False, ttl_ms=60_000)
     checkpoints.write(SYNC, RAN_AT)
+    last_runs.write(
+        JobRun(
+            job=SYNC,
+            scheduled_at=RAN_AT - timedelta(hours=1),
+            outcome=Outcome.FAILED,
+            context="probe",
+            error_code="JOB_TIMEOUT",
+            error_type="JobTimeoutError",
+        )
+    )
 
     result = invoke(app, "list")
 
     assert [c.strip() for c in row_of(result.output, SYNC)][5:] == [
         "2026-03-02T09:00:00.000Z",
         "2026-03-02T09:00:00.000Z",
+        "failed JOB_TIMEOUT 2026-03-02T08:00:00.000Z",
     ]
-    assert [c.strip() for c in row_of(result.output, ASYNC)][5:] == ["no", "never"]
-    assert "RedisJobRunState(" not in result.output
+    assert [c.strip() for c in row_of(result.output, ASYNC)][5:] == ["no", "never", "none yet"]
+    assert "install_jobs(" not in result.output
+
+
+def a_store(kind: str, request: pytest.FixtureRequest) -> JobLastRuns:
+    """A new adapter on the test's store, as a process of its own would build it."""
+    if kind == "redis":
+        prefix: str = request.getfixturevalue("redis_prefix")
+        client = connect(REDIS_URL)
+        request.addfinalizer(client.close)
+        return RedisJobLastRuns(client, prefix=f"{prefix}last-run:")
+    directory: Path = request.getfixturevalue("tmp_path")
+    last_runs = SqliteJobLastRuns(directory / "jobs.sqlite3")
+    request.addfinalizer(last_runs.close)
+    return last_runs
+
+
+@pytest.mark.parametrize("kind", ["redis", "sqlite"])
+def test_list_shows_the_outcome_a_worker_recorded_on_the_shared_store(
+    make_app: AppFactory, request: pytest.FixtureRequest, kind: str
+) -> None:
+    def refuse(execution: JobExecution) -> None:
+        if execution.scheduled_at == RAN_AT:
+            raise DomainError("NOTHING_DUE", "nothing is due for client 42")
+
+    worker, _ = wire(make_app, Probe(behaviour=refuse), last_runs=a_store(kind, request))
+    run_message(worker, SYNC, (), OccurrenceMessage(RAN_AT, "corr-1").to_kwargs())
+    earlier = RAN_AT - timedelta(hours=1)
+    run_message(worker, ASYNC, (), OccurrenceMessage(earlier, "corr-2").to_kwargs())
+    cli, _ = wire(make_app, Probe(), last_runs=a_store(kind, request))
+
+    result = invoke(cli, "list")
+
+    assert result.exit_code == 0, result.output
+    assert [c.strip() for c in row_of(result.output, SYNC)][7:] == [
+        "failed NOTHING_DUE 2026-03-02T09:00:00.000Z"
+    ]
+    assert [c.strip() for c in row_of(result.output, ASYNC)][7:] == [
+        "succeeded 2026-03-02T08:00:00.000Z"
+    ]
+    assert "client 42" not in result.output
+
+
+def test_list_shows_the_outcome_of_a_run_now_of_the_command(make_app: AppFactory) -> None:
+    app, _ = wire(make_app, Probe(), last_runs=InMemoryJobLastRuns())
+
+    invoke(app, "run-now", SYNC)
+    result = invoke(app, "list")
+
+    assert [c.strip() for c in row_of(result.output, SYNC)][7:] == [
+        "succeeded 2026-03-02T09:58:30.000Z"
+    ]
 
 
 def test_list_shows_a_beat_schedule_entry_on_its_own_task_with_no_run_tracked(
@@ -133,13 +204,22 @@ def test_list_shows_a_beat_schedule_entry_on_its_own_task_with_no_run_tracked(
 ) -> None:
     app = make_app(beat_schedule={"flush": {"task": "cache.flush", "schedule": 900}})
     clock = FixedClock(NOW)
-    install_jobs(app, jobs=[], lock=InMemoryLock(clock), clock=clock, environ={})
+    install_jobs(
+        app,
+        jobs=[],
+        lock=InMemoryLock(clock),
+        clock=clock,
+        environ={},
+        last_runs=InMemoryJobLastRuns(),
+    )
 
     result = invoke(app, "list")
 
-    assert [c.strip() for c in row_of(result.output, "beat.flush")][3:6] == [
+    assert [c.strip() for c in row_of(result.output, "beat.flush")][3:] == [
         "(task's own)",
         "2026-03-02T10:00:00.000Z",
+        "untracked",
+        "unknown",
         "untracked",
     ]
 
@@ -149,13 +229,17 @@ def test_list_still_lists_when_the_stores_cannot_be_asked(
 ) -> None:
     down = connect(closed_port_url)
     app, _ = wire(
-        make_app, Probe(), run_state=RedisJobRunState(down), checkpoints=RedisJobCheckpoints(down)
+        make_app,
+        Probe(),
+        run_state=RedisJobRunState(down),
+        checkpoints=RedisJobCheckpoints(down),
+        last_runs=RedisJobLastRuns(down),
     )
 
     result = invoke(app, "list")
 
     assert result.exit_code == 0, result.output
-    assert [c.strip() for c in row_of(result.output, SYNC)][5:] == ["unavailable", "unavailable"]
+    assert [c.strip() for c in row_of(result.output, SYNC)][5:] == ["unavailable"] * 3
 
 
 def test_run_now_runs_the_job_here_and_says_it_succeeded(make_app: AppFactory) -> None:

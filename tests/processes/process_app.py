@@ -4,7 +4,8 @@ Written as a project writes its app module: jobs declared with ``@scheduled``, o
 ``install_jobs`` call. What a test varies comes from the environment, as a deployment's does:
 
 ``DDD_TEST_BROKER_URL``   the broker, and where the jobs and ``on_run`` write their records
-``DDD_TEST_STORE_URL``    the Redis of the lock, run state and checkpoints (default: the broker)
+``DDD_TEST_STORE_URL``    the Redis of the lock, run state, checkpoints and last runs (default:
+                          the broker)
 ``DDD_TEST_PREFIX``       the test's key prefix, for every key of every process
 ``DDD_TEST_QUEUE``        the queue every job is routed to
 ``DDD_TEST_SETTINGS``     job settings as JSON: which jobs are on, their options
@@ -28,7 +29,13 @@ from celery import Celery
 from ddd_celery.celery import install_jobs
 from ddd_celery.declarations import JobExecution, declaration_of, scheduled
 from ddd_celery.kernel import iso_ms
-from ddd_celery.redis import RedisJobCheckpoints, RedisJobRunState, RedisLock, connect
+from ddd_celery.redis import (
+    RedisJobCheckpoints,
+    RedisJobLastRuns,
+    RedisJobRunState,
+    RedisLock,
+    connect,
+)
 from ddd_celery.scheduling.observability import RunDetail
 from ddd_celery.scheduling.outcomes import JobRun
 
@@ -141,6 +148,7 @@ install_jobs(
     lock=RedisLock(store, prefix=PREFIX),
     run_state=RedisJobRunState(store, prefix=f"{PREFIX}run:"),
     checkpoints=RedisJobCheckpoints(store, prefix=f"{PREFIX}checkpoint:"),
+    last_runs=RedisJobLastRuns(store, prefix=f"{PREFIX}last-run:"),
     settings=json.loads(os.environ.get("DDD_TEST_SETTINGS", "{}")),
     late_after_ms=int(os.environ.get("DDD_TEST_LATE_AFTER_MS", "60000")),
     on_run=keep_outcome,

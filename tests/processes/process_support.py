@@ -233,6 +233,20 @@ class Deployment:
             if line["job"] == job and (outcome is None or line["outcome"] == outcome)
         ]
 
+    def jobs_list(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``celery -A process_app jobs list`` in a process of its own: each job's row, by name."""
+        listed = subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "process_app", "jobs", "list"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=HERE,
+            timeout=60,
+            check=True,
+        )
+        rows = (line.split(maxsplit=1) for line in listed.stdout.splitlines()[1:])
+        return {row[0]: row[1] for row in rows if len(row) == 2}
+
     def logs(self) -> str:
         """Every process's output, for the message of a failed assertion."""
         return "\n".join(f"----- {p.name}\n{p.output()[-4000:]}" for p in self.processes)

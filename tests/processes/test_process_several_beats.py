@@ -1,7 +1,8 @@
 """Three active beats and one worker for over a minute: every occurrence runs exactly once.
 
 The long test of the suite (about 70 s), kept to the one claim that needs the time: a cron job
-crosses a minute boundary while an every-second job runs sixty times.
+crosses a minute boundary while an every-second job runs sixty times. A fresh ``jobs list``
+then shows what the worker recorded.
 """
 
 from __future__ import annotations
@@ -59,3 +60,8 @@ def test_three_beats_and_a_worker_run_each_occurrence_once_on_its_instant(
         ]
         assert late == [], job
         assert deploy.outcomes(job, "failed") == deploy.outcomes(job, "missed") == [], job
+    # a fresh process lists what the worker recorded; the beats' skipped-locked never hide it
+    listed = deploy.jobs_list(env)
+    assert "succeeded 20" in listed[EVERY_SECOND], listed
+    assert "succeeded 20" in listed[EVERY_MINUTE], listed
+    assert listed["proc.slow-skip"].endswith("none yet"), listed
