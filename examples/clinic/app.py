@@ -70,14 +70,15 @@ def create_app(
 
     app = Celery("clinic")
     app.conf.update(backend.celery_settings(), task_ignore_result=True, enable_utc=True)
-    lock, checkpoints, run_state = backend.stores(clock)
+    stores = backend.stores(clock)
     install_jobs(
         app,
         jobs=collect_scheduled_jobs("examples.clinic.notification", "examples.clinic.billing"),
         providers={CommandBus: command_bus},
-        lock=lock,
-        checkpoints=checkpoints,
-        run_state=run_state,
+        lock=stores.lock,
+        checkpoints=stores.checkpoints,
+        run_state=stores.run_state,
+        last_runs=stores.last_runs,
         tenants=InMemoryTenantDirectory(CLINICS),
         settings=job_settings(environ),
         environ=environ,

@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from clinic_fakes import NOW
 
 from ddd_celery import describe_job_schedule
 from ddd_celery.celery import jobs_of
+from ddd_celery.scheduling.outcomes import JobRun, Outcome
+from ddd_celery.sqlite import SqliteJobLastRuns
 from examples.clinic.app import create_app
 from examples.clinic.platform.backend import BACKEND, DATA, LOCAL_REDIS, choose_backend
 
@@ -52,6 +55,16 @@ def test_the_embedded_default_needs_no_server(tmp_path: Path) -> None:
     assert backend.redis_url is None
     assert backend.celery_settings()["broker_url"] == "filesystem://"
     assert backend.clinic_database == tmp_path / "clinic.sqlite3"
+
+
+def test_the_last_runs_share_the_file_of_the_other_job_stores(
+    environ: dict[str, str], tmp_path: Path
+) -> None:
+    last_runs = jobs_of(create_app(environ)).last_runs
+
+    assert isinstance(last_runs, SqliteJobLastRuns)
+    last_runs.write(JobRun("billing.close-month", NOW, Outcome.MISSED, "billing"))
+    assert SqliteJobLastRuns(tmp_path / "jobs.sqlite3").read("billing.close-month") is not None
 
 
 def test_redis_url_chooses_redis() -> None:

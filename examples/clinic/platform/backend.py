@@ -15,10 +15,22 @@ from typing import Any, Literal
 import redis
 
 from ddd_celery.kernel import Clock, Lock
-from ddd_celery.redis import RedisJobCheckpoints, RedisJobRunState, RedisLock, connect
+from ddd_celery.redis import (
+    RedisJobCheckpoints,
+    RedisJobLastRuns,
+    RedisJobRunState,
+    RedisLock,
+    connect,
+)
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
+from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.run_state import JobRunState
-from ddd_celery.sqlite import SqliteJobCheckpoints, SqliteJobRunState, SqliteLock
+from ddd_celery.sqlite import (
+    SqliteJobCheckpoints,
+    SqliteJobLastRuns,
+    SqliteJobRunState,
+    SqliteLock,
+)
 
 BACKEND = "DDD_CELERY_EXAMPLE_BACKEND"
 """``redis`` or ``embedded``: forces the backend instead of looking for a Redis."""
@@ -26,6 +38,17 @@ DATA = "DDD_CELERY_EXAMPLE_DATA"
 """The folder of the example's files; ``.example/`` at the root of the repository by default."""
 LOCAL_REDIS = "redis://127.0.0.1:6379/0"
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / ".example"
+
+
+@dataclass(frozen=True, slots=True)
+class JobStores:
+    """What ``install_jobs`` takes for beat and the workers to agree across processes."""
+
+    lock: Lock
+    checkpoints: JobCheckpoints
+    run_state: JobRunState
+    last_runs: JobLastRuns
+    """Each job's latest outcome, so ``celery -A examples.clinic.app jobs list`` shows it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +61,7 @@ class Backend:
 
     def describe(self) -> str:
         if self.redis_url is not None:
-            return f"Redis at {self.redis_url} (broker, lock, checkpoints, run state)"
+            return f"Redis at {self.redis_url} (broker, lock, checkpoints, run state, last runs)"
         return (
             f"the embedded default, no server: kombu's filesystem transport and SQLite files "
             f"in {self.data}"
@@ -70,17 +93,23 @@ class Backend:
             for folder in ("queue", "processed", "control"):
                 (self.data / "broker" / folder).mkdir(parents=True, exist_ok=True)
 
-    def stores(self, clock: Clock) -> tuple[Lock, JobCheckpoints, JobRunState]:
-        """The lock, checkpoints and run state; none connects before its first use."""
+    def stores(self, clock: Clock) -> JobStores:
+        """The stores beat and the workers share; none connects before its first use."""
         if self.redis_url is not None:
             client = connect(self.redis_url)
-            return (
-                RedisLock(client, clock=clock),
-                RedisJobCheckpoints(client),
-                RedisJobRunState(client),
+            return JobStores(
+                lock=RedisLock(client, clock=clock),
+                checkpoints=RedisJobCheckpoints(client),
+                run_state=RedisJobRunState(client),
+                last_runs=RedisJobLastRuns(client),
             )
         jobs = self.data / "jobs.sqlite3"
-        return SqliteLock(jobs, clock), SqliteJobCheckpoints(jobs), SqliteJobRunState(jobs, clock)
+        return JobStores(
+            lock=SqliteLock(jobs, clock),
+            checkpoints=SqliteJobCheckpoints(jobs),
+            run_state=SqliteJobRunState(jobs, clock),
+            last_runs=SqliteJobLastRuns(jobs),
+        )
 
 
 def choose_backend(environ: Mapping[str, str]) -> Backend:
