@@ -229,8 +229,9 @@ class OccurrenceRun:
     """One occurrence of a declared job run in this process, concluded exactly once.
 
     The run ends either when the job returns or at its deadline, whichever comes first: the
-    first to conclude records the outcome and ends the run in the run state; the other does
-    nothing. A job that ignores its aborted signal goes on behind, unrecorded.
+    first to conclude records the outcome and ends the run in the run state; the other waits
+    for that and does nothing more, so the task (or ``run_now``) never returns before its
+    record is kept. A job that ignores its aborted signal goes on behind, unrecorded.
     """
 
     def __init__(
@@ -352,7 +353,7 @@ class OccurrenceRun:
                 return self._concluded
             record = ran(self._attempt, self._registry.clock.now(), error, tenant)
             self._concluded = (record, error)
-        self._registry.recorder.record(record, error)
-        if self._app is not None:
-            end_run(self._app, self._registry, self._job, self._attempt.scheduled_at)
+            self._registry.recorder.record(record, error)
+            if self._app is not None:
+                end_run(self._app, self._registry, self._job, self._attempt.scheduled_at)
         return record, error
