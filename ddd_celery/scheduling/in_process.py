@@ -16,9 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.options import OverlapPolicy, Tenancy
-from ddd_celery.declarations.schedule import ParsedJobSchedule, parse_job_schedule
+from ddd_celery.declarations.schedule import ParsedJobSchedule
 from ddd_celery.kernel.abort import AbortController
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.ids import IdGenerator
@@ -67,7 +66,12 @@ from ddd_celery.scheduling.occurrence import (
 )
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 from ddd_celery.scheduling.run_state import Claim, InMemoryJobRunState, JobRunState
-from ddd_celery.scheduling.scheduler import JobDescription, JobScheduler, ScheduleInput
+from ddd_celery.scheduling.scheduler import (
+    JobDescription,
+    JobScheduler,
+    ScheduleInput,
+    registered_schedule,
+)
 from ddd_celery.scheduling.timers import JobTimers, SystemJobTimers
 
 SLICE = 32
@@ -179,7 +183,7 @@ class InProcessJobScheduler(JobScheduler):
             raise InvalidJobScheduleError("a job of this name is already registered", job=name)
         if not callable(run):
             raise InvalidJobScheduleError("run must be a callable taking the execution", job=name)
-        parsed = _with_tenancy(parse_job_schedule(schedule, job=name), tenancy, name)
+        parsed = registered_schedule(name, schedule, tenancy)
         require_tenants(name, parsed.options, self._tenants)
         job = _Job(name=name, schedule=parsed, run=run, rank=len(self._jobs))
         self._jobs[name] = job
@@ -533,19 +537,3 @@ def _outcome_of(task: asyncio.Task[AttemptResult]) -> tuple[BaseException | None
         return asyncio.CancelledError(), None
     result = task.result()
     return result.error, result.tenant_id
-
-
-def _with_tenancy(
-    parsed: ParsedJobSchedule, tenancy: Tenancy | str | None, name: str
-) -> ParsedJobSchedule:
-    """The schedule with ``tenancy`` in place of its own, when one is given."""
-    if tenancy is None:
-        return parsed
-    try:
-        chosen = Tenancy(tenancy)
-    except ValueError:
-        raise DeclarationError(
-            f"tenancy must be one of {', '.join(t.value for t in Tenancy)}, not {tenancy!r}",
-            job=name,
-        ) from None
-    return replace(parsed, options=replace(parsed.options, tenancy=chosen))

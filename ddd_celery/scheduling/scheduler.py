@@ -8,17 +8,35 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.options import Tenancy
-from ddd_celery.declarations.schedule import ParsedJobSchedule
+from ddd_celery.declarations.schedule import ParsedJobSchedule, parse_job_schedule
 from ddd_celery.scheduling.execution import JobCallable
 from ddd_celery.scheduling.outcomes import JobRun
 
 ScheduleInput = Mapping[str, Any] | ParsedJobSchedule
 """A schedule as written (``{"every": "15m", "overlap": "queue"}``) or already parsed."""
+
+
+def registered_schedule(
+    name: str, schedule: ScheduleInput, tenancy: Tenancy | str | None
+) -> ParsedJobSchedule:
+    """The schedule ``register`` keeps: parsed, with ``tenancy`` in place of its own if given."""
+    parsed = parse_job_schedule(schedule, job=name)
+    if tenancy is None:
+        return parsed
+    try:
+        chosen = Tenancy(tenancy)
+    except ValueError:
+        raise DeclarationError(
+            f"tenancy must be one of {', '.join(t.value for t in Tenancy)}, not {tenancy!r}",
+            job=name,
+        ) from None
+    return replace(parsed, options=replace(parsed.options, tenancy=chosen))
 
 
 @dataclass(frozen=True, slots=True)

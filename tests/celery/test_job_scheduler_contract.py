@@ -17,7 +17,7 @@ import inspect
 import uuid
 from collections import deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -27,16 +27,19 @@ from kombu.serialization import dumps, loads
 
 from ddd_celery.celery import install_jobs, jobs_of, run_now
 from ddd_celery.celery.beat import JobBeatScheduler
-from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.declarations.options import Tenancy
-from ddd_celery.declarations.schedule import ParsedJobSchedule, parse_job_schedule
 from ddd_celery.declarations.scheduled import ScheduledJobDeclaration
 from ddd_celery.scheduling.execution import JobCallable
 from ddd_celery.scheduling.instants import next_occurrence
 from ddd_celery.scheduling.observability import RunDetail
 from ddd_celery.scheduling.outcomes import JobRun, context_of
-from ddd_celery.scheduling.scheduler import JobDescription, JobScheduler, ScheduleInput
+from ddd_celery.scheduling.scheduler import (
+    JobDescription,
+    JobScheduler,
+    ScheduleInput,
+    registered_schedule,
+)
 from ddd_celery.testing.contracts.job_scheduler import (
     JobSchedulerContract,
     MakeScheduler,
@@ -93,7 +96,7 @@ class CeleryJobScheduler(JobScheduler):
             raise RuntimeError(
                 "install_jobs wires a Celery app's jobs once: register every job before start()"
             )
-        parsed = _with_tenancy(parse_job_schedule(schedule, job=name), tenancy, name)
+        parsed = registered_schedule(name, schedule, tenancy)
         declaration = ScheduledJobDeclaration(name, context_of(name), parsed, _job_class(run))
         declared = [*self._declared, declaration]
         app = self._wire(declared)  # what install_jobs refuses is refused here, naming the job
@@ -256,16 +259,3 @@ def _job_class(run: JobCallable) -> type:
         return run(execution)
 
     return type("ContractJob", (), {"run": run_sync, "__module__": __name__})
-
-
-def _with_tenancy(
-    parsed: ParsedJobSchedule, tenancy: Tenancy | str | None, name: str
-) -> ParsedJobSchedule:
-    """The schedule with ``tenancy`` in place of its own, when the caller gives one."""
-    if tenancy is None:
-        return parsed
-    try:
-        chosen = Tenancy(tenancy)
-    except ValueError:
-        raise DeclarationError(f"tenancy {tenancy!r} is not one of its values", job=name) from None
-    return replace(parsed, options=replace(parsed.options, tenancy=chosen))
