@@ -1,0 +1,296 @@
+"""The ``JobStore`` port: the record of every background job, and what a worker may do to it.
+
+The broker's message is only a wake-up carrying a job id; the store is the truth. So ``find``,
+``cancel``, ``retry_dead``, idempotency keys and delays work whatever the broker does, and a
+message published twice runs once: the claim decides.
+
+Time is a value: every operation that compares instants takes ``now`` from the caller (a driver
+reading its ``Clock``), and an adapter never reads a clock of its own. Every report of a worker
+names its attempt through the ``JobLease`` it got from a claim; a report from a lease that is no
+longer the job's (it expired and the job was claimed again, or it was cancelled) is refused with
+``LostLeaseError`` and changes nothing.
+
+A job moves through these statuses::
+
+    queued --claim--> running --complete--> succeeded
+    running --fail(retry_at)--> failed --(due)--> claimable again     running --fail(None)--> dead
+    running --release--> queued (the attempt not counted)
+    queued | failed | running --cancel--> cancelled     dead --retry_dead--> queued
+    running, lease expired --expire_leases--> failed (retried) or dead (attempts exhausted)
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+JsonValue = Any
+"""A value ``json.dumps`` writes and ``json.loads`` gives back unchanged."""
+
+
+class JobStatus(StrEnum):
+    """Where a background job is, as ``find`` shows it."""
+
+    QUEUED = "queued"
+    """Waiting for its ``run_at`` or for a worker."""
+    RUNNING = "running"
+    """Claimed: a worker holds its lease."""
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    """An attempt failed; it waits for its retry at ``run_at``."""
+    DEAD = "dead"
+    """Its attempts are exhausted; ``retry_dead`` queues it again."""
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in _FINISHED
+
+
+_FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED})
+
+CLAIMABLE = frozenset({JobStatus.QUEUED, JobStatus.FAILED})
+"""The statuses a claim takes a job from, once its ``run_at`` has come."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueuedBy:
+    """The work that enqueued a job, restored in the scope of each of its attempts."""
+
+    correlation_id: str | None = None
+    actor: str | None = None
+    """``kind:id`` of the actor (``str(Actor)``)."""
+    tenant_id: str | None = None
+    traceparent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job as ``StoredJobQueue.enqueue`` adds it: queued, no attempt made."""
+
+    id: str
+    name: str
+    """``<context>.<job-name>``, the name its class is declared with."""
+    queue: str
+    """Its context by default: what a worker's concurrency is counted by."""
+    payload: JsonValue
+    enqueued_at: datetime
+    run_at: datetime
+    """Not claimable before this instant (``delay_ms``, ``run_at``)."""
+    max_attempts: int
+    enqueued_by: EnqueuedBy = field(default_factory=EnqueuedBy)
+    idempotency_key: str | None = None
+    """Unique per tenant (``tenant_key_of``): a second add with it keeps the first job."""
+
+    @property
+    def tenant_id(self) -> str | None:
+        return self.enqueued_by.tenant_id
+
+
+@dataclass(frozen=True, slots=True)
+class StoredJob:
+    """A job as the store keeps it: what ``find`` returns and a claim hands a worker."""
+
+    id: str
+    name: str
+    queue: str
+    status: JobStatus
+    payload: JsonValue
+    enqueued_at: datetime
+    run_at: datetime
+    attempts: int
+    """Attempts made so far, the one in progress included."""
+    max_attempts: int
+    enqueued_by: EnqueuedBy
+    idempotency_key: str | None = None
+    progress: JsonValue = None
+    checkpoint: JsonValue = None
+    """What the last attempt saved with ``save_checkpoint``; the next attempt starts from it."""
+    last_error_code: str | None = None
+    last_error_type: str | None = None
+    lease_expires_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def tenant_id(self) -> str | None:
+        return self.enqueued_by.tenant_id
+
+
+@dataclass(frozen=True, slots=True)
+class JobLease:
+    """Proof that a worker runs attempt ``attempt`` of job ``job_id`` until ``expires_at``."""
+
+    job_id: str
+    attempt: int
+    token: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """A job a worker claimed, and the lease its reports name."""
+
+    job: StoredJob
+    lease: JobLease
+
+
+@dataclass(frozen=True, slots=True)
+class JobStats:
+    """How many jobs each queue holds in each status."""
+
+    counts: Mapping[str, Mapping[JobStatus, int]]
+    """``{queue: {status: count}}``; a status with no job is left out."""
+
+    def total(self, status: JobStatus) -> int:
+        return sum(by_status.get(status, 0) for by_status in self.counts.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """A job the relay must publish: its id, name and queue."""
+
+    job_id: str
+    name: str
+    queue: str
+
+
+class LostLeaseError(RuntimeError):
+    """A report named a lease that is no longer the job's: the store changed nothing."""
+
+
+class JobStore(ABC):
+    """Every background job's record; each method is atomic for the job it names.
+
+    ``transactional`` says whether ``add`` writes in the caller's unit of work (a SQL store on
+    the use case's connection): then the row is the outbox and the queue publishes after the
+    commit. A store that is not (Redis, memory) is added to after the commit instead. Raises
+    ``ConnectionError`` (a subclass of it) when the store cannot be asked.
+    """
+
+    transactional: bool = False
+
+    @abstractmethod
+    def add(self, job: NewJob, *, dispatched: bool) -> str:
+        """Keep ``job`` queued and return its id.
+
+        When a job of the same tenant already has ``job.idempotency_key``, nothing is added and
+        that job's id is returned. ``dispatched`` says the caller publishes its wake-up now (a
+        job due at once): the relay then leaves it alone unless no worker claims it within its
+        ``redispatch_after_ms``. A job not dispatched (delayed) waits for the relay.
+        """
+
+    @abstractmethod
+    def claim_job(self, job_id: str, *, now: datetime, lease_ms: int) -> ClaimedJob | None:
+        """Claim one job for an attempt (a Celery message naming it).
+
+        Succeeds when the job is queued or failed and its ``run_at`` is not after ``now``:
+        it becomes running, ``attempts`` counts one more, and the lease lasts ``lease_ms``.
+        Returns None, changing nothing, for a job that is unknown, not due, running under
+        another lease, or finished: a message published twice runs once.
+        """
+
+    @abstractmethod
+    def claim_due(
+        self, queues: Sequence[str], *, now: datetime, lease_ms: int, limit: int
+    ) -> list[ClaimedJob]:
+        """Claim up to ``limit`` due jobs of ``queues``, earliest ``run_at`` first (a poller)."""
+
+    @abstractmethod
+    def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
+        """Extend ``lease`` to ``now + lease_ms``; ``LostLeaseError`` when it is not the job's."""
+
+    @abstractmethod
+    def update(
+        self,
+        lease: JobLease,
+        *,
+        progress: JsonValue = None,
+        checkpoint: JsonValue = None,
+        set_progress: bool = False,
+        set_checkpoint: bool = False,
+    ) -> None:
+        """Save the attempt's progress and/or checkpoint (each only when its ``set_`` is True).
+
+        ``LostLeaseError`` when ``lease`` is not the job's.
+        """
+
+    @abstractmethod
+    def complete(self, lease: JobLease, *, now: datetime) -> None:
+        """The attempt succeeded: the job is ``succeeded``. ``LostLeaseError`` as above."""
+
+    @abstractmethod
+    def fail(
+        self,
+        lease: JobLease,
+        *,
+        now: datetime,
+        error_code: str,
+        error_type: str,
+        retry_at: datetime | None,
+    ) -> None:
+        """The attempt failed: ``failed`` until ``retry_at``, or ``dead`` when it is None.
+
+        The decision is the core's (``rules.after_failure``); the store applies it. A job to
+        retry is not dispatched: the relay publishes it once ``retry_at`` comes.
+        ``LostLeaseError`` as above.
+        """
+
+    @abstractmethod
+    def release(self, lease: JobLease, *, now: datetime) -> None:
+        """Give the job back, queued and due now, its attempt not counted (a worker stopping)."""
+
+    @abstractmethod
+    def cancel(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
+        """Cancel a queued, failed or running job; True when it was one and is now cancelled.
+
+        ``tenant_id`` None reaches every job; otherwise only that tenant's. A running job's
+        lease is then lost: its worker's next report gets ``LostLeaseError`` and aborts it.
+        """
+
+    @abstractmethod
+    def find(self, job_id: str, *, tenant_id: str | None) -> StoredJob | None:
+        """The job, or None when unknown or another tenant's (``tenant_id`` None: any)."""
+
+    @abstractmethod
+    def retry_dead(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
+        """Queue a dead job again, due now, with its attempts reset; False if it is not dead.
+
+        The job is not dispatched: the relay publishes it (or the caller, through the queue).
+        """
+
+    @abstractmethod
+    def list_jobs(
+        self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
+    ) -> list[StoredJob]:
+        """Jobs of ``status`` (any when None), most recently enqueued first: for operators."""
+
+    @abstractmethod
+    def purge_finished(self, *, before: datetime) -> int:
+        """Delete the succeeded, dead and cancelled jobs finished before ``before``; how many."""
+
+    @abstractmethod
+    def stats(self) -> JobStats:
+        """Counts per queue and status."""
+
+    @abstractmethod
+    def take_due(
+        self, *, now: datetime, limit: int, redispatch_after_ms: int
+    ) -> list[Dispatch]:
+        """The relay's one query: jobs to publish now, marked dispatched at ``now``.
+
+        Claimable jobs whose ``run_at`` is not after ``now`` and that were never dispatched, or
+        were dispatched more than ``redispatch_after_ms`` ago and not claimed since (a message
+        lost, or a publish after the commit that never happened), earliest ``run_at`` first.
+        """
+
+    @abstractmethod
+    def expire_leases(self, *, now: datetime, limit: int) -> list[StoredJob]:
+        """Running jobs whose lease expired before ``now`` (their worker died), handed back.
+
+        Each becomes ``failed`` due now (to run again) or ``dead`` when its attempts are
+        exhausted, its error code ``JOB_INTERRUPTED``; returned as they are now.
+        """
