@@ -1,4 +1,4 @@
-"""Redis adapters of the kernel Lock, the job checkpoints, the job run state and the last runs.
+"""Redis adapters: the kernel Lock, the job checkpoints, run state, last runs and job store.
 
 Install the ``redis`` extra; the core never imports this package. Build the client with
 ``connect(url)``, which fails fast when Redis is down, and share it between the stores.
@@ -16,14 +16,24 @@ so ``redis-cli`` reads it):
 ``ddd_celery:last-run:<job>``
     ``RedisJobLastRuns``: a hash with ``at``, the latest occurrence recorded in epoch ms, and
     ``run``, its record as JSON; no expiry.
+``ddd_celery:bg:...``
+    ``RedisJobStore``, the background jobs, none expiring (``purge_finished`` deletes them):
+    ``job:<id>`` a hash per job (instants in epoch ms, payload, progress, checkpoint and
+    enqueued_by in JSON); sorted sets ``pending`` (to publish, by run_at), ``dispatched``
+    (published, not claimed, by dispatch instant), ``leases`` (running, by lease expiry),
+    ``queue:<queue>`` (claimable, by run_at), ``finished`` (by finished_at), ``enqueued`` and
+    ``status:<status>`` (by enqueued_at); ``key:<tenant>:<key>`` the job of an idempotency key;
+    ``stats`` a hash of counts by ``<queue>|<status>``. ``lua/job_lib.lua`` details each field.
 
-Round trips: one per call (SET NX PX, GET, HGET or EVALSHA), plus two once per script when Redis
-has not seen it yet. The Lua scripts in ``lua/`` document the same layout in their headers.
+Round trips: one per call (SET NX PX, GET, HGET, HGETALL or EVALSHA), plus two once per script
+when Redis has not seen it yet (``purge_finished``: one per thousand jobs). The Lua scripts in
+``lua/`` document the same layout in their headers.
 """
 
 from ddd_celery.redis.checkpoints import RedisJobCheckpoints
 from ddd_celery.redis.connection import connect
 from ddd_celery.redis.errors import StoreUnavailableError
+from ddd_celery.redis.job_store import RedisJobStore
 from ddd_celery.redis.last_runs import RedisJobLastRuns
 from ddd_celery.redis.lock import RedisLock
 from ddd_celery.redis.run_state import RedisJobRunState
@@ -32,6 +42,7 @@ __all__ = [
     "RedisJobCheckpoints",
     "RedisJobLastRuns",
     "RedisJobRunState",
+    "RedisJobStore",
     "RedisLock",
     "StoreUnavailableError",
     "connect",

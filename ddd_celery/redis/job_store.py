@@ -1,0 +1,365 @@
+"""The background jobs' store on Redis: each operation one round trip, atomic for its job."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from importlib import resources
+from typing import Any
+
+from redis import Redis
+from redis.commands.core import Script
+
+from ddd_celery.background.store import (
+    ClaimedJob,
+    Dispatch,
+    EnqueuedBy,
+    JobLease,
+    JobStats,
+    JobStatus,
+    JobStore,
+    JsonValue,
+    LostLeaseError,
+    NewJob,
+    StoredJob,
+)
+from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
+from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
+
+INTERRUPTED_CODE = "JOB_INTERRUPTED"
+INTERRUPTED_TYPE = "JobInterruptedError"
+"""What ``expire_leases`` records of an attempt whose worker was lost."""
+
+PURGE_BATCH = 1_000
+"""Jobs one purge script deletes at most: a longer script would hold Redis for every client."""
+
+
+class RedisJobStore(JobStore):
+    """Every job a hash, ``<prefix>job:<id>``, indexed by sorted sets; scripts in ``lua/job_*``.
+
+    Each method is one round trip: an EVALSHA of a Lua script (which Redis runs atomically), or
+    one HGETALL for ``find`` and ``stats``; ``purge_finished`` takes one more per
+    ``PURGE_BATCH`` jobs it deletes. The key layout is documented in ``lua/job_lib.lua``, which
+    every script starts with. Time comes from the caller (``now``); instants are kept to the
+    millisecond. ``add`` is not transactional: the queue adds after the commit. Raises
+    ``StoreUnavailableError`` when Redis cannot be asked, ``LostLeaseError`` for a report whose
+    lease is no longer the job's.
+    """
+
+    transactional = False
+
+    def __init__(self, client: Redis, *, prefix: str = "ddd_celery:bg:") -> None:
+        self._client = client
+        self._prefix = prefix
+        self._add = _register(client, "job_add.lua")
+        self._claim = _register(client, "job_claim.lua")
+        self._claim_due = _register(client, "job_claim_due.lua")
+        self._heartbeat = _register(client, "job_heartbeat.lua")
+        self._update = _register(client, "job_update.lua")
+        self._complete = _register(client, "job_complete.lua")
+        self._fail = _register(client, "job_fail.lua")
+        self._release = _register(client, "job_release.lua")
+        self._cancel = _register(client, "job_cancel.lua")
+        self._retry_dead = _register(client, "job_retry_dead.lua")
+        self._list = _register(client, "job_list.lua")
+        self._purge = _register(client, "job_purge.lua")
+        self._take_due = _register(client, "job_take_due.lua")
+        self._expire_leases = _register(client, "job_expire_leases.lua")
+
+    def add(self, job: NewJob, *, dispatched: bool) -> str:
+        tenant = _tenant_key(job.tenant_id)
+        keys = [self._job_key(job.id)]
+        if job.idempotency_key is not None:
+            keys.append(f"{self._prefix}key:{tenant}:{job.idempotency_key}")
+        args: list[str | int] = [
+            self._prefix,
+            job.id,
+            job.name,
+            job.queue,
+            _dump(job.payload),
+            _ms(job.enqueued_at, "enqueued_at"),
+            _ms(job.run_at, "run_at"),
+            job.max_attempts,
+            _dump(_enqueued_by_as_dict(job.enqueued_by)),
+            tenant,
+            job.idempotency_key or "",
+            int(dispatched),
+        ]
+        with unavailable_as(StoreUnavailableError, f"add the job {job.id!r}"):
+            kept = self._add(keys=keys, args=args)
+        return _text(kept)
+
+    def claim_job(self, job_id: str, *, now: datetime, lease_ms: int) -> ClaimedJob | None:
+        expires = _ms(now, "now") + _positive(lease_ms)
+        token = uuid.uuid4().hex
+        with unavailable_as(StoreUnavailableError, f"claim the job {job_id!r}"):
+            reply = self._claim(
+                keys=[self._job_key(job_id)], args=[self._prefix, job_id, _ms(now), token, expires]
+            )
+        return None if reply is None else _claimed(reply)
+
+    def claim_due(
+        self, queues: Sequence[str], *, now: datetime, lease_ms: int, limit: int
+    ) -> list[ClaimedJob]:
+        if not queues or limit <= 0:
+            return []
+        expires = _ms(now, "now") + _positive(lease_ms)
+        keys = [f"{self._prefix}queue:{queue}" for queue in queues]
+        with unavailable_as(StoreUnavailableError, f"claim the due jobs of {list(queues)}"):
+            replies = self._claim_due(
+                keys=keys, args=[self._prefix, _ms(now), expires, limit, uuid.uuid4().hex]
+            )
+        return [_claimed(reply) for reply in replies]
+
+    def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
+        expires = _ms(now, "now") + _positive(lease_ms)
+        with unavailable_as(StoreUnavailableError, f"extend the lease of {lease.job_id!r}"):
+            kept = self._heartbeat(
+                keys=[self._job_key(lease.job_id)],
+                args=[self._prefix, lease.job_id, lease.token, expires],
+            )
+        _require_lease(kept, lease, "extend")
+        return JobLease(lease.job_id, lease.attempt, lease.token, from_epoch_ms(expires))
+
+    def update(
+        self,
+        lease: JobLease,
+        *,
+        progress: JsonValue = None,
+        checkpoint: JsonValue = None,
+        set_progress: bool = False,
+        set_checkpoint: bool = False,
+    ) -> None:
+        args: list[str | int] = [
+            self._prefix,
+            lease.job_id,
+            lease.token,
+            int(set_progress),
+            _dump(progress) if set_progress else "",
+            int(set_checkpoint),
+            _dump(checkpoint) if set_checkpoint else "",
+        ]
+        with unavailable_as(StoreUnavailableError, f"update the job {lease.job_id!r}"):
+            kept = self._update(keys=[self._job_key(lease.job_id)], args=args)
+        _require_lease(kept, lease, "update")
+
+    def complete(self, lease: JobLease, *, now: datetime) -> None:
+        with unavailable_as(StoreUnavailableError, f"complete the job {lease.job_id!r}"):
+            kept = self._complete(
+                keys=[self._job_key(lease.job_id)],
+                args=[self._prefix, lease.job_id, lease.token, _ms(now, "now")],
+            )
+        _require_lease(kept, lease, "complete")
+
+    def fail(
+        self,
+        lease: JobLease,
+        *,
+        now: datetime,
+        error_code: str,
+        error_type: str,
+        retry_at: datetime | None,
+    ) -> None:
+        retry = "" if retry_at is None else _ms(retry_at, "retry_at")
+        args: list[str | int] = [self._prefix, lease.job_id, lease.token, _ms(now, "now")]
+        with unavailable_as(StoreUnavailableError, f"fail the job {lease.job_id!r}"):
+            kept = self._fail(
+                keys=[self._job_key(lease.job_id)], args=[*args, error_code, error_type, retry]
+            )
+        _require_lease(kept, lease, "fail")
+
+    def release(self, lease: JobLease, *, now: datetime) -> None:
+        with unavailable_as(StoreUnavailableError, f"release the job {lease.job_id!r}"):
+            kept = self._release(
+                keys=[self._job_key(lease.job_id)],
+                args=[self._prefix, lease.job_id, lease.token, _ms(now, "now")],
+            )
+        _require_lease(kept, lease, "release")
+
+    def cancel(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
+        args: list[str | int] = [self._prefix, job_id, _reach(tenant_id), _ms(now, "now")]
+        with unavailable_as(StoreUnavailableError, f"cancel the job {job_id!r}"):
+            return bool(self._cancel(keys=[self._job_key(job_id)], args=args))
+
+    def find(self, job_id: str, *, tenant_id: str | None) -> StoredJob | None:
+        with unavailable_as(StoreUnavailableError, f"find the job {job_id!r}"):
+            fields = self._client.hgetall(self._job_key(job_id))
+        if not fields:
+            return None
+        record = _decoded(fields)
+        if tenant_id is not None and record["tenant"] != tenant_id:
+            return None
+        return _job(record)
+
+    def retry_dead(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
+        args: list[str | int] = [self._prefix, job_id, _reach(tenant_id), _ms(now, "now")]
+        with unavailable_as(StoreUnavailableError, f"retry the dead job {job_id!r}"):
+            return bool(self._retry_dead(keys=[self._job_key(job_id)], args=args))
+
+    def list_jobs(
+        self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
+    ) -> list[StoredJob]:
+        if limit <= 0:
+            return []
+        index = "enqueued" if status is None else f"status:{JobStatus(status).value}"
+        with unavailable_as(StoreUnavailableError, "list the jobs"):
+            replies = self._list(
+                keys=[self._prefix + index], args=[self._prefix, limit, _reach(tenant_id)]
+            )
+        return [_job(_pairs(reply)) for reply in replies]
+
+    def purge_finished(self, *, before: datetime) -> int:
+        args: list[str | int] = [self._prefix, _ms(before, "before"), PURGE_BATCH]
+        purged = 0
+        with unavailable_as(StoreUnavailableError, "purge the finished jobs"):
+            while True:
+                deleted = int(self._purge(keys=[self._prefix + "finished"], args=args))
+                purged += deleted
+                if deleted < PURGE_BATCH:
+                    return purged
+
+    def stats(self) -> JobStats:
+        with unavailable_as(StoreUnavailableError, "count the jobs"):
+            fields = self._client.hgetall(self._prefix + "stats")
+        counts: dict[str, dict[JobStatus, int]] = {}
+        for field, value in _decoded(fields).items():
+            queue, _, status = field.rpartition("|")
+            if int(value) > 0:
+                counts.setdefault(queue, {})[JobStatus(status)] = int(value)
+        return JobStats(counts)
+
+    def take_due(self, *, now: datetime, limit: int, redispatch_after_ms: int) -> list[Dispatch]:
+        if limit <= 0:
+            return []
+        at = _ms(now, "now")
+        keys = [self._prefix + "pending", self._prefix + "dispatched"]
+        with unavailable_as(StoreUnavailableError, "take the due jobs"):
+            reply = self._take_due(
+                keys=keys, args=[self._prefix, at, at - redispatch_after_ms, limit]
+            )
+        fields = [_text(value) for value in reply]
+        return [Dispatch(*fields[i : i + 3]) for i in range(0, len(fields), 3)]
+
+    def expire_leases(self, *, now: datetime, limit: int) -> list[StoredJob]:
+        if limit <= 0:
+            return []
+        args: list[str | int] = [
+            self._prefix,
+            _ms(now, "now"),
+            limit,
+            INTERRUPTED_CODE,
+            INTERRUPTED_TYPE,
+        ]
+        with unavailable_as(StoreUnavailableError, "expire the leases"):
+            replies = self._expire_leases(keys=[self._prefix + "leases"], args=args)
+        return [_job(_pairs(reply)) for reply in replies]
+
+    def _job_key(self, job_id: str) -> str:
+        return f"{self._prefix}job:{job_id}"
+
+
+def _register(client: Redis, name: str) -> Script:
+    """``lua/<name>`` after ``lua/job_lib.lua``, the helpers and key layout they share."""
+    lua = resources.files(__package__).joinpath("lua")
+    library = lua.joinpath("job_lib.lua").read_text(encoding="utf-8")
+    return client.register_script(library + lua.joinpath(name).read_text(encoding="utf-8"))
+
+
+def _tenant_key(tenant_id: str | None) -> str:
+    return tenant_id or ""
+
+
+def _reach(tenant_id: str | None) -> str:
+    """The scripts' tenant filter: ``*`` reaches every job, ``=<tenant>`` that tenant's."""
+    return "*" if tenant_id is None else f"={tenant_id}"
+
+
+def _ms(value: datetime, name: str = "instant") -> int:
+    return epoch_ms(to_utc(value, name))
+
+
+def _positive(lease_ms: int) -> int:
+    if lease_ms <= 0:
+        raise ValueError(f"a lease lasts a positive number of ms, not {lease_ms}")
+    return lease_ms
+
+
+def _dump(value: JsonValue) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _decoded(fields: Mapping[Any, Any]) -> dict[str, str]:
+    return {_text(key): _text(value) for key, value in fields.items()}
+
+
+def _pairs(flat: Sequence[bytes | str]) -> dict[str, str]:
+    """An HGETALL reply as a script returns it, a flat list, as a mapping."""
+    return {_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def _require_lease(kept: int, lease: JobLease, doing: str) -> None:
+    if not kept:
+        raise LostLeaseError(
+            f"cannot {doing} job {lease.job_id!r}: the lease of attempt {lease.attempt} "
+            "is no longer the job's (it expired and was handed back, or the job was cancelled)"
+        )
+
+
+def _claimed(reply: Sequence[bytes | str]) -> ClaimedJob:
+    record = _pairs(reply)
+    job = _job(record)
+    expires_at = from_epoch_ms(int(record["lease_expires_at"]))
+    return ClaimedJob(job, JobLease(job.id, job.attempts, record["lease_token"], expires_at))
+
+
+def _enqueued_by_as_dict(enqueued_by: EnqueuedBy) -> dict[str, str | None]:
+    return {
+        "correlation_id": enqueued_by.correlation_id,
+        "actor": enqueued_by.actor,
+        "tenant_id": enqueued_by.tenant_id,
+        "traceparent": enqueued_by.traceparent,
+    }
+
+
+def _instant(record: Mapping[str, str], field: str) -> datetime | None:
+    value = record.get(field)
+    return None if value is None else from_epoch_ms(int(value))
+
+
+def _json(record: Mapping[str, str], field: str) -> JsonValue:
+    value = record.get(field)
+    return None if value is None else json.loads(value)
+
+
+def _job(record: Mapping[str, str]) -> StoredJob:
+    by = json.loads(record["enqueued_by"])
+    return StoredJob(
+        id=record["id"],
+        name=record["name"],
+        queue=record["queue"],
+        status=JobStatus(record["status"]),
+        payload=json.loads(record["payload"]),
+        enqueued_at=from_epoch_ms(int(record["enqueued_at"])),
+        run_at=from_epoch_ms(int(record["run_at"])),
+        attempts=int(record["attempts"]),
+        max_attempts=int(record["max_attempts"]),
+        enqueued_by=EnqueuedBy(
+            correlation_id=by.get("correlation_id"),
+            actor=by.get("actor"),
+            tenant_id=by.get("tenant_id"),
+            traceparent=by.get("traceparent"),
+        ),
+        idempotency_key=record.get("idempotency_key"),
+        progress=_json(record, "progress"),
+        checkpoint=_json(record, "checkpoint"),
+        last_error_code=record.get("last_error_code"),
+        last_error_type=record.get("last_error_type"),
+        lease_expires_at=_instant(record, "lease_expires_at"),
+        finished_at=_instant(record, "finished_at"),
+    )

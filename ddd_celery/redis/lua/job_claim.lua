@@ -1,0 +1,22 @@
+-- Claim one job for an attempt (a Celery message naming it), when it is claimable and due.
+--
+-- Keys (the layout is in job_lib.lua, prepended to this script; P is ARGV[1])
+--   KEYS[1]  P job:<id>, the job's hash.
+--   Also P pending, P dispatched, P queue:<queue> (left), P leases (entered),
+--   P status:<status> and P stats.
+-- Arguments
+--   ARGV[2]  the job id.
+--   ARGV[3]  now, epoch ms.
+--   ARGV[4]  the lease's token (random, new for this claim).
+--   ARGV[5]  the lease's expiry, epoch ms.
+-- Returns
+--   the job's hash (HGETALL) after the claim, its attempts counting this one; or nil, changing
+--   nothing, when the job is unknown, not due, running or finished.
+local job = read_job(ARGV[2])
+if not job or not claimable(job) then
+  return false
+end
+if tonumber(redis.call('HGET', KEYS[1], 'run_at')) > tonumber(ARGV[3]) then
+  return false
+end
+return claim(job, ARGV[4], ARGV[5])
