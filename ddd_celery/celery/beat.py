@@ -30,10 +30,11 @@ from ddd_celery.celery.beat_entries import BeatScheduleEntryError, job_name_of
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.declarations.options import OverlapPolicy
+from ddd_celery.kernel.abort import AbortSignal
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.kernel.lock import Lease
 from ddd_celery.scheduling.errors import JobLockUnavailableError
-from ddd_celery.scheduling.execution import not_run
+from ddd_celery.scheduling.execution import Attempt, not_run, ran
 from ddd_celery.scheduling.instants import next_occurrence
 from ddd_celery.scheduling.occurrence import (
     MAX_SLEEP_MS,
@@ -345,6 +346,9 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """
         jobs, at = self._registry(), occurrence.scheduled_at
         correlation_id = jobs.ids.next_id()
+        if job.inline is not None:
+            self._run_inline(job, job.inline, occurrence, correlation_id)
+            return
         logger.info(
             "Scheduler: Sending due task %s (%s) of %s", job.name, job.task_name, iso_ms(at)
         )
@@ -367,6 +371,36 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             )
             if job.declared:
                 self._free_run_state(job, at)
+
+    def _run_inline(
+        self,
+        job: CeleryJob,
+        run: Callable[[datetime], object],
+        occurrence: Occurrence,
+        correlation_id: str,
+    ) -> None:
+        """Run a system job here, in beat (the relay), and record its outcome as a worker would.
+
+        Its lock was taken like any job's, so one beat runs each occurrence.
+        """
+        jobs, at = self._registry(), occurrence.scheduled_at
+        started_at = jobs.clock.now()
+        error: Exception | None = None
+        try:
+            run(at)
+        except Exception as raised:
+            error = raised
+        occurrence.move(Event.FAILED if error is not None else Event.SUCCEEDED)
+        attempt = Attempt(
+            job=job.name,
+            scheduled_at=at,
+            started_at=started_at,
+            correlation_id=correlation_id,
+            signal=AbortSignal(),
+            deadline=None,
+            tenants=(),
+        )
+        jobs.recorder.record(ran(attempt, jobs.clock.now(), error, None), error)
 
     def _send_entry(self, job: CeleryJob) -> None:
         """Send a ``beat_schedule`` entry as Celery's beat does: same task, arguments, options.

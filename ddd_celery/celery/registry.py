@@ -10,7 +10,8 @@ import inspect
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.schedule import ParsedJobSchedule
@@ -20,7 +21,7 @@ from ddd_celery.kernel.lock import Lock
 from ddd_celery.kernel.scope import ExecutionScope
 from ddd_celery.kernel.tenants import TenantDirectory
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
-from ddd_celery.scheduling.errors import UnknownJobError
+from ddd_celery.scheduling.errors import InvalidJobScheduleError, UnknownJobError
 from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.observability import RunRecorder
 from ddd_celery.scheduling.occurrence import SchedulerRules
@@ -46,6 +47,9 @@ class CeleryJob:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
     """``apply_async`` options of a ``beat_schedule`` entry."""
+    inline: Callable[[datetime], object] | None = None
+    """A system job beat runs in its own process at the instant, instead of sending a task
+    (the relay of background jobs): recorded like any occurrence, under the same lock."""
 
     @property
     def declared(self) -> bool:
@@ -72,6 +76,14 @@ class CeleryJobs:
     """False in a process that registers and describes jobs but runs nothing by time (RUN_JOBS)."""
     providers: Mapping[type, Provider]
 
+    def add_system_job(self, job: CeleryJob) -> None:
+        """Add a job the library itself runs (the relay); a name already taken is refused."""
+        if job.name in self.jobs:
+            raise InvalidJobScheduleError(
+                "declared twice: a job name is unique in the application", job=job.name
+            )
+        self.jobs = {**self.jobs, job.name: job}
+
     def job(self, name: str) -> CeleryJob:
         try:
             return self.jobs[name]
@@ -86,7 +98,17 @@ class CeleryJobs:
         return job.job_class(**arguments)
 
 
-def dependencies(job: CeleryJob) -> dict[str, type]:
+class BuiltJob(Protocol):
+    """What building a job needs to know: its name (for errors) and its class, if declared."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def job_class(self) -> type | None: ...
+
+
+def dependencies(job: BuiltJob) -> dict[str, type]:
     """The ports a job's constructor takes, by parameter name, read from its annotations."""
     if job.job_class is None:
         return {}
@@ -110,7 +132,7 @@ def dependencies(job: CeleryJob) -> dict[str, type]:
     return ports
 
 
-def check_providers(jobs: Sequence[CeleryJob], providers: Mapping[type, Provider]) -> None:
+def check_providers(jobs: Sequence[BuiltJob], providers: Mapping[type, Provider]) -> None:
     """Refuse at wiring time a job whose constructor needs a port nobody provides."""
     for job in jobs:
         for name, port in dependencies(job).items():

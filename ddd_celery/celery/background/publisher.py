@@ -1,0 +1,29 @@
+"""Publishing a background job's wake-up: its task, on its queue, the job id only.
+
+The message carries nothing of value: the payload, the tenant, the actor and the correlation id
+are in the store, read back by the worker that claims the job. It is never given an ``eta`` or
+a ``countdown``: a job that is not due yet waits in the store, and the relay publishes it when
+it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+JOB_ID = "job_id"
+"""The one keyword argument of a background job's task."""
+
+
+def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = None) -> None:
+    """Send the task ``name`` to ``queue`` with ``{"job_id": job_id}``, JSON.
+
+    ``producer`` is one the caller holds for a batch (the relay); otherwise Celery takes one from
+    its pool for this message.
+    """
+    app.send_task(
+        name,
+        kwargs={JOB_ID: job_id},
+        queue=queue,
+        serializer="json",
+        producer=producer,
+    )

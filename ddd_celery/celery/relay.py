@@ -1,0 +1,128 @@
+"""The relay: the system job beat runs to publish background jobs whose time has come.
+
+A delayed job, a retry after its backoff and a wake-up that was never confirmed all wait in the
+``JobStore``, not in the broker: a Celery ``eta``/``countdown`` lives in a worker's memory and,
+on Redis, comes back only after the visibility timeout. So once a second (by default) beat runs
+the relay in its own process, under the per-occurrence lock ``job:ddd_celery.relay:<instant>``
+like any job, so that several beats relay each instant once:
+
+1. ``expire_leases``: a running job whose worker died (its lease ran out) is handed back,
+   failed and due now, or dead when its attempts are spent;
+2. ``take_due``: the jobs due now that no message woke yet, or whose message was not followed
+   by a claim within ``redispatch_after_ms``, marked dispatched by the same query;
+3. each is published, the job id only, through one producer connection held for the tick.
+
+Both steps go batch by batch until a batch comes back short, at most ``max_batches`` a tick:
+what is left waits for the next tick instead of holding beat. A publish that fails leaves the
+rest of its batch marked dispatched: the relay publishes them again after
+``redispatch_after_ms``, as it would a lost message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ddd_celery.background.store import JobStore, StoredJob
+from ddd_celery.celery.background.publisher import send_wakeup
+from ddd_celery.celery.registry import CeleryJob
+from ddd_celery.declarations.schedule import parse_job_schedule
+from ddd_celery.kernel.clock import Clock
+
+RELAY_JOB = "ddd_celery.relay"
+"""The relay's job name: its lock key is ``job:ddd_celery.relay:<instant>``."""
+DEFAULT_RELAY_EVERY_MS = 1_000
+DEFAULT_RELAY_BATCH = 500
+DEFAULT_RELAY_MAX_BATCHES = 20
+DEFAULT_REDISPATCH_AFTER_MS = 300_000
+"""Five minutes: longer than a healthy backlog waits in the broker, far shorter than Redis's
+visibility timeout (an hour) after which a lost message would come back on its own."""
+RELAY_TIMEOUT_MS = 30_000
+"""The relay's ``timeout_ms``: it bounds how long its lock is kept, not the run itself."""
+
+OnExpired = Callable[[StoredJob, datetime], None]
+"""Told of each job ``expire_leases`` handed back, as it is now, and the instant it was."""
+
+
+@dataclass(frozen=True, slots=True)
+class RelayTick:
+    """What one run of the relay did."""
+
+    expired: int
+    published: int
+
+
+class Relay:
+    """Hands back expired leases and publishes the due jobs' wake-ups, batch by batch."""
+
+    def __init__(
+        self,
+        app: Any,
+        store: JobStore,
+        clock: Clock,
+        *,
+        batch: int = DEFAULT_RELAY_BATCH,
+        max_batches: int = DEFAULT_RELAY_MAX_BATCHES,
+        redispatch_after_ms: int = DEFAULT_REDISPATCH_AFTER_MS,
+        on_expired: OnExpired | None = None,
+    ) -> None:
+        for name, value in (
+            ("batch", batch),
+            ("max_batches", max_batches),
+            ("redispatch_after_ms", redispatch_after_ms),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"the relay's {name} must be a positive int, not {value!r}")
+        self._app = app
+        self._store = store
+        self._clock = clock
+        self._batch = batch
+        self._max_batches = max_batches
+        self._redispatch_after_ms = redispatch_after_ms
+        self._on_expired = on_expired
+
+    def run(self) -> RelayTick:
+        """One tick at the clock's ``now``; raises what the store or the broker raised."""
+        now = self._clock.now()
+        expired = 0
+        for _ in range(self._max_batches):
+            handed_back = self._store.expire_leases(now=now, limit=self._batch)
+            expired += len(handed_back)
+            if self._on_expired is not None:
+                for job in handed_back:
+                    self._on_expired(job, now)
+            if len(handed_back) < self._batch:
+                break
+        published = 0
+        with self._app.producer_or_acquire() as producer:
+            for _ in range(self._max_batches):
+                due = self._store.take_due(
+                    now=now, limit=self._batch, redispatch_after_ms=self._redispatch_after_ms
+                )
+                for dispatch in due:
+                    send_wakeup(self._app, dispatch.name, dispatch.queue, dispatch.job_id, producer)
+                published += len(due)
+                if len(due) < self._batch:
+                    break
+        return RelayTick(expired=expired, published=published)
+
+
+def relay_job(relay: Relay, *, every_ms: int = DEFAULT_RELAY_EVERY_MS) -> CeleryJob:
+    """The relay as a job beat runs in its own process (``inline``) instead of sending a task.
+
+    Every ``every_ms``, under its lock; an occurrence beat reaches too late is ``missed``, as
+    any job's: the next one publishes what it would have.
+    """
+
+    def run_relay(scheduled_at: datetime) -> None:
+        relay.run()
+
+    return CeleryJob(
+        name=RELAY_JOB,
+        schedule=parse_job_schedule({"every": every_ms, "timeout_ms": RELAY_TIMEOUT_MS}),
+        task_name=RELAY_JOB,
+        queue=None,
+        inline=run_relay,
+    )
