@@ -75,6 +75,8 @@ class CeleryJobs:
     start: bool
     """False in a process that registers and describes jobs but runs nothing by time (RUN_JOBS)."""
     providers: Mapping[type, Provider]
+    settle: Callable[[CeleryJobs], None] | None = None
+    """Reads what the app's configuration decides (``ddd_celery_*``), once, at first use."""
 
     def add_system_job(self, job: CeleryJob) -> None:
         """Add a job the library itself runs (the relay); a name already taken is refused."""
@@ -145,11 +147,17 @@ def check_providers(jobs: Sequence[BuiltJob], providers: Mapping[type, Provider]
 
 
 def jobs_of(app: Any) -> CeleryJobs:
-    """The jobs wired on ``app``; a clear error when ``install_jobs`` was never called."""
+    """The jobs wired on ``app``, settled; a clear error when ``install_jobs`` was never called.
+
+    The first call reads the app's configuration into the stores (``settle``), which raises
+    ``JobsConfigError`` when it cannot run the jobs.
+    """
     jobs = getattr(app, ATTRIBUTE, None)
     if not isinstance(jobs, CeleryJobs):
         raise LookupError(
             f"no jobs are installed on Celery app {getattr(app, 'main', app)!r}: "
             "call ddd_celery.celery.install_jobs(app, ...) where the app is built"
         )
+    if jobs.settle is not None:
+        jobs.settle(jobs)
     return jobs
