@@ -11,6 +11,11 @@ then ends the run in the shared run state, which may hand back an occurrence que
 raises inside the job's thread; on every pool (solo and threads have no time limits), a
 watchdog thread aborts ``execution.signal`` at the deadline. Whichever comes first records
 ``failed``, ``JOB_TIMEOUT``; the occurrence is recorded once, whatever ends after.
+
+A run that failed then ends its task in failure, raising ``ScheduledJobFailedError`` (or
+``ScheduledJobRefusedError`` for a ``DomainError``), so Celery's own failure path sees it: the
+``task_failure`` signal, the FAILURE state, Flower, Sentry's and OpenTelemetry's integrations.
+It is never retried: the next occurrence is the retry.
 """
 
 from __future__ import annotations
@@ -25,10 +30,14 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
+from ddd_celery.celery.logs import render_fields_in_celery_logs
 from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError
 from ddd_celery.celery.registry import ATTRIBUTE, CeleryJob, CeleryJobs, jobs_of
+from ddd_celery.celery.tracing import TraceparentScope, run_span, send_span
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.kernel.abort import AbortController
+from ddd_celery.kernel.errors import DomainError
+from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.errors import JobTimeoutError
 from ddd_celery.scheduling.execution import (
     Attempt,
@@ -50,6 +59,63 @@ it cannot hold a pool process for ever.
 """
 
 
+class ScheduledJobFailedError(RuntimeError):
+    """The task of an occurrence whose run failed, raised once the outcome is recorded.
+
+    Its message names the job, the error code and the type of what the job raised, never that
+    error's message (it quotes data): Celery's log line, the result backend, Flower's event and
+    an error tracker get ``billing.close-month failed: UNEXPECTED_ERROR (ValueError), scheduled_at
+    2026-03-02T06:00:00.000Z, correlation id 4f1c...``. Its traceback is the job's own, so the
+    frames show where the run failed. ``code`` is the run's error code.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        job: str | None = None,
+        code: str | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.job = job
+        self.code = code
+        self.error_type = error_type
+
+    @classmethod
+    def of(cls, record: JobRun) -> ScheduledJobFailedError:
+        """The failure of the run ``record``, a ``ScheduledJobRefusedError`` for a refusal."""
+        tenant = "" if record.tenant_id is None else f", tenant {record.tenant_id}"
+        message = (
+            f"{record.job} failed: {record.error_code} ({record.error_type}), "
+            f"scheduled_at {iso_ms(record.scheduled_at)}, "
+            f"correlation id {record.correlation_id}{tenant}"
+        )
+        return cls(message, job=record.job, code=record.error_code, error_type=record.error_type)
+
+
+class ScheduledJobRefusedError(ScheduledJobFailedError):
+    """A run that failed with a ``DomainError``: a refusal of the model, expected.
+
+    In the job task's ``throws``: the task still ends in failure, Celery logs it at INFO with no
+    traceback, and Sentry's Celery integration does not report it, as ``report_failed_runs``
+    does not.
+    """
+
+
+def raise_if_failed(record: JobRun, error: BaseException | None) -> None:
+    """Raise the failure of ``record`` when it failed, with the traceback of ``error``.
+
+    Not chained to ``error``: a chained exception is printed with its message.
+    """
+    if record.outcome is not Outcome.FAILED:
+        return
+    kind = ScheduledJobRefusedError if isinstance(error, DomainError) else ScheduledJobFailedError
+    failure = kind.of(record)
+    traceback = None if error is None else error.__traceback__
+    raise failure.with_traceback(traceback) from None
+
+
 def time_limits(timeout_ms: int | None) -> dict[str, float]:
     """The task's soft and hard time limits for ``timeout_ms``; none without a timeout."""
     if timeout_ms is None:
@@ -62,11 +128,15 @@ def register_job_task(app: Any, job: CeleryJob) -> None:
     """Register the Celery task that runs ``job``, named after it.
 
     Acknowledged early and never redelivered (an occurrence is not retried: the next one is the
-    retry), JSON only, no result kept: outcomes go to the logs, the metrics and ``on_run``.
+    retry), JSON only. A run that failed ends the task in failure (``raise_if_failed``); no
+    result is kept but that failure, when the app has a result backend. Also makes Celery's
+    log lines show the library's fields, once per process (``render_fields_in_celery_logs``).
     """
 
     def run_occurrence(task: Any, *args: Any, **kwargs: Any) -> None:
-        run_message(task.app, job.name, args, kwargs)
+        concluded = run_message(task.app, job.name, args, kwargs, carrier=task.request)
+        if concluded is not None:
+            raise_if_failed(*concluded)
 
     run_occurrence.__doc__ = f"Run one occurrence of the scheduled job {job.name}."
     app.task(
@@ -77,16 +147,27 @@ def register_job_task(app: Any, job: CeleryJob) -> None:
         acks_late=False,
         reject_on_worker_lost=False,
         ignore_result=True,
+        store_errors_even_if_ignored=True,
+        throws=(ScheduledJobRefusedError,),
         serializer="json",
         **time_limits(job.schedule.options.timeout_ms),
     )
+    render_fields_in_celery_logs()
 
 
-def run_message(app: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+def run_message(
+    app: Any,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    *,
+    carrier: Any = None,
+) -> tuple[JobRun, BaseException | None] | None:
     """Run the occurrence a task message carries; a message that cannot be read runs nothing.
 
-    Never raises for the job's sake: its outcome is recorded, and a worker goes on with the next
-    message either way.
+    Returns the record and what the job raised, None for a message that could not be read.
+    Never raises for the job's sake: its outcome is recorded, and the task decides what
+    Celery sees. ``carrier`` holds the message's headers (the task's request): its trace.
     """
     registry = jobs_of(app)
     job = registry.job(name)
@@ -96,7 +177,7 @@ def run_message(app: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str,
         message = OccurrenceMessage.from_kwargs(kwargs)
     except UnreadableMessageError as error:
         registry.recorder.could_not_follow(name, error, what="read the task message")
-        return
+        return None
     run = OccurrenceRun(
         registry,
         job,
@@ -104,8 +185,9 @@ def run_message(app: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str,
         correlation_id=message.correlation_id,
         tenant_id=message.tenant_id,
         app=app,
+        carrier=carrier,
     )
-    run.execute()
+    return run.execute()
 
 
 def send_occurrence(app: Any, registry: CeleryJobs, job: CeleryJob, scheduled_at: datetime) -> None:
@@ -115,13 +197,15 @@ def send_occurrence(app: Any, registry: CeleryJobs, job: CeleryJob, scheduled_at
     overlap the next one.
     """
     message = OccurrenceMessage(scheduled_at, registry.ids.next_id())
-    app.send_task(
-        job.task_name,
-        kwargs=message.to_kwargs(),
-        queue=job.queue,
-        expires=run_ttl_ms(job.schedule.options, registry.rules) / 1000,
-        serializer="json",
-    )
+    with send_span(job.name, scheduled_at, message.correlation_id) as headers:
+        app.send_task(
+            job.task_name,
+            kwargs=message.to_kwargs(),
+            queue=job.queue,
+            expires=run_ttl_ms(job.schedule.options, registry.rules) / 1000,
+            serializer="json",
+            headers=headers,
+        )
 
 
 def end_run(app: Any, registry: CeleryJobs, job: CeleryJob, scheduled_at: datetime) -> None:
@@ -243,15 +327,19 @@ class OccurrenceRun:
         correlation_id: str,
         tenant_id: str | None,
         app: Any | None,
+        carrier: Any = None,
     ) -> None:
         """``app`` is the worker's: the run is ended in the run state and sends on what waited.
 
-        None for ``run_now``, which leaves the run state alone.
+        None for ``run_now``, which leaves the run state alone. ``carrier`` holds the headers
+        of the message, whose trace the run's span continues.
         """
         self._registry = registry
         self._job = job
         self._tenant_id = tenant_id
         self._app = app
+        self._carrier = carrier
+        self._scope = registry.scope
         self._controller = AbortController()
         started_at = registry.clock.now()
         self._attempt = Attempt(
@@ -269,8 +357,19 @@ class OccurrenceRun:
     def execute(self) -> tuple[JobRun, BaseException | None]:
         """Run the job and return the outcome recorded and the error it was recorded with.
 
-        The tenants are asked first: a directory that cannot answer fails the occurrence.
+        Inside the run's span, whose traceparent each run's execution scope carries.
         """
+        attempt = self._attempt
+        with run_span(
+            attempt.job, attempt.scheduled_at, attempt.correlation_id, carrier=self._carrier
+        ) as span:
+            self._scope = TraceparentScope(self._registry.scope, span.traceparent)
+            record, error = self._run()
+            span.conclude(record)
+        return record, error
+
+    def _run(self) -> tuple[JobRun, BaseException | None]:
+        """The tenants are asked first: a directory that cannot answer fails the occurrence."""
         try:
             tenants = (
                 [self._tenant_id]
@@ -284,7 +383,7 @@ class OccurrenceRun:
         try:
             try:
                 run = self._callable()
-                result = asyncio.run(run_attempt(self._attempt, run, self._registry.scope))
+                result = asyncio.run(run_attempt(self._attempt, run, self._scope))
                 error, tenant = result.error, result.tenant_id
             except SoftTimeLimitExceeded as exceeded:
                 # Raised outside the job (an async job's loop, between two tenants).
