@@ -40,10 +40,10 @@ from ddd_celery.scheduling.occurrence import (
     MAX_SLEEP_MS,
     Event,
     Occurrence,
-    first_due,
     jitter_delay_ms,
     lock_key,
     lock_ttl_ms,
+    plan_start,
     reach,
     release_after,
     run_ttl_ms,
@@ -234,14 +234,18 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             )
 
     def _resume(self, job: CeleryJob, now: datetime, checkpoint: datetime | None) -> None:
-        """Push the job's first instant from ``now`` (or its checkpoint), or retry later."""
+        """Push the job's first instant (recording the gap since its checkpoint), or retry later."""
+        jobs = self._registry()
         try:
-            at = first_due(job.schedule, now, checkpoint)
+            plan = plan_start(job.schedule, now, checkpoint, jobs.rules)
         except Exception:
             logger.exception("beat: cannot compute the next instant of %s", job.name)
             self._retry(job, now)
             return
-        self._push(at, _Kind.DUE, job)
+        if plan.missed is not None and plan.dropped_until is not None:
+            self._mark_handled(job, plan.dropped_until)
+            jobs.recorder.record(not_run(job.name, plan.missed, Outcome.MISSED))
+        self._push(plan.first_due, _Kind.DUE, job)
 
     def _retry(self, job: CeleryJob, now: datetime) -> None:
         """Compute the job's next instant again later: a failing schedule stops only itself."""

@@ -55,10 +55,10 @@ from ddd_celery.scheduling.occurrence import (
     Occurrence,
     SchedulerRules,
     Step,
-    first_due,
     jitter_delay_ms,
     lock_key,
     lock_ttl_ms,
+    plan_start,
     reach,
     release_after,
     run_ttl_ms,
@@ -270,12 +270,22 @@ class InProcessJobScheduler(JobScheduler):
             self._nap.cancel()
 
     def _arm(self, job: _Job, now: datetime) -> None:
-        """Put the job's first instant in the heap: after its checkpoint, or after ``now``."""
+        """Put the job's first instant in the heap, recording the gap since its checkpoint once."""
         job.next_at = None
         if not job.schedule.options.enabled:
             return
         checkpoint = self._read_checkpoint(job.name)
-        self._push(job, lambda: first_due(job.schedule, now, checkpoint))
+        try:
+            plan = plan_start(job.schedule, now, checkpoint, self._rules)
+        except OverflowError:
+            return
+        if plan.missed is not None and plan.dropped_until is not None:
+            missed = Occurrence(job.name, plan.missed)
+            missed.move(Event.REACHED)
+            missed.move(Event.LATE)
+            self._record(job, not_run(job.name, plan.missed, Outcome.MISSED))
+            self._write_checkpoint(job.name, plan.dropped_until)
+        self._push(job, lambda: plan.first_due)
 
     def _push(self, job: _Job, next_at: Callable[[], datetime]) -> None:
         """Arm the job at the instant ``next_at`` answers; none after the year 9999."""

@@ -194,14 +194,45 @@ def is_late(scheduled_at: datetime, now: datetime, rules: SchedulerRules) -> boo
     return now - scheduled_at > timedelta(milliseconds=rules.late_after_ms)
 
 
-def first_due(schedule: ParsedJobSchedule, now: datetime, checkpoint: datetime | None) -> datetime:
-    """The first instant to wait for when a scheduler starts.
+@dataclass(frozen=True, slots=True)
+class StartPlan:
+    """What a driver does with a job as it starts: the gap to record, the instant to wait for."""
 
-    Without a checkpoint a start forgets the past: the first instant after ``now``. With one,
-    the first instant after the last handled, which may have passed: ``reach`` then decides.
+    missed: datetime | None
+    """The first instant of a gap that passed while no driver ran, to record ``missed`` once."""
+    dropped_until: datetime | None
+    """The last instant of that gap: the checkpoint to write, so the gap is recorded once."""
+    first_due: datetime
+    """The first instant to reach: the latest one due if it still runs, else the next one."""
+
+
+def plan_start(
+    schedule: ParsedJobSchedule, now: datetime, checkpoint: datetime | None, rules: SchedulerRules
+) -> StartPlan:
+    """Decide what a start makes of the instants that passed since the last one handled.
+
+    Without a checkpoint a start forgets the past: it waits for the first instant after ``now``.
+    With one, the instants after it up to ``now`` are one gap, however short the stop was: only
+    the latest of them can still run, never the whole gap one after the other. That latest
+    instant is reached by the usual rule (``reach``): on time, it runs; late, it runs with
+    ``run-once`` (the catch-up) and is part of the gap otherwise. The older instants are one
+    ``missed`` record, or nothing with ``run-once``, whose catch-up covers them. The first
+    instant after the start then runs on its time.
     """
     require_aware(now, "now")
-    return next_occurrence(schedule, now if checkpoint is None else checkpoint)
+    if checkpoint is None:
+        return StartPlan(None, None, next_occurrence(schedule, now))
+    first = next_occurrence(schedule, checkpoint)
+    if first > now:
+        return StartPlan(None, None, first)
+    latest = latest_occurrence(schedule, after=checkpoint, not_after=now) or first
+    runs = not is_late(latest, now, rules) or schedule.options.missed is MissedPolicy.RUN_ONCE
+    if runs:
+        if first == latest or schedule.options.missed is MissedPolicy.RUN_ONCE:
+            return StartPlan(None, None, latest)
+        before = latest_occurrence(schedule, after=checkpoint, not_after=latest - _TICK)
+        return StartPlan(first, before, latest)
+    return StartPlan(first, latest, next_occurrence(schedule, now))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from ddd_celery.declarations.options import JobOptions
 from ddd_celery.declarations.schedule import parse_job_schedule
 from ddd_celery.scheduling import occurrence
+from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
 from ddd_celery.scheduling.occurrence import (
     MAX_SLEEP_MS,
     MOVES,
@@ -21,12 +22,13 @@ from ddd_celery.scheduling.occurrence import (
     Occurrence,
     Reach,
     SchedulerRules,
+    StartPlan,
     Step,
-    first_due,
     is_late,
     jitter_delay_ms,
     lock_key,
     lock_ttl_ms,
+    plan_start,
     reach,
     run_ttl_ms,
     sleep_ms,
@@ -302,16 +304,87 @@ def test_a_cron_gap_is_measured_on_the_cron_instants() -> None:
 
 
 def test_a_start_without_checkpoint_waits_for_the_first_instant_after_now() -> None:
-    assert first_due(EVERY_15M, TEN + 7 * MINUTE, None) == TEN + QUARTER
+    assert plan_start(EVERY_15M, TEN + 7 * MINUTE, None, RULES) == StartPlan(
+        None, None, TEN + QUARTER
+    )
 
 
-def test_a_start_with_a_checkpoint_waits_for_the_first_instant_after_it_even_if_passed() -> None:
-    assert first_due(EVERY_15M, TEN + timedelta(hours=3), TEN) == TEN + QUARTER
+def test_a_start_whose_checkpoint_is_recent_waits_for_the_next_instant() -> None:
+    assert plan_start(EVERY_15M, TEN + 7 * MINUTE, TEN, RULES) == StartPlan(
+        None, None, TEN + QUARTER
+    )
+
+
+def test_a_long_stop_with_skip_is_one_missed_record_and_the_next_instant_runs() -> None:
+    plan = plan_start(EVERY_15M, TEN + timedelta(hours=3, minutes=7), TEN, RULES)
+
+    assert plan == StartPlan(TEN + QUARTER, TEN + timedelta(hours=3), TEN + 13 * QUARTER)
+
+
+def test_a_long_stop_with_run_once_catches_up_the_latest_instant_only() -> None:
+    plan = plan_start(EVERY_15M_RUN_ONCE, TEN + timedelta(hours=3, minutes=7), TEN, RULES)
+
+    assert plan == StartPlan(None, None, TEN + timedelta(hours=3))
+    assert reach(
+        EVERY_15M_RUN_ONCE, plan.first_due, TEN + timedelta(hours=3, minutes=7), RULES
+    ) == (Reach(run=TEN + timedelta(hours=3), missed=None, resume_after=TEN + timedelta(hours=3)))
+
+
+EVERY_1S = parse_job_schedule({"every": "1s"})
+EVERY_1S_RUN_ONCE = parse_job_schedule({"every": "1s", "missed": "run-once"})
+SECOND = timedelta(seconds=1)
+
+
+def test_a_short_stop_with_skip_never_replays_its_gap_and_runs_the_latest_on_time() -> None:
+    # stopped after 10:00:00, started at 10:00:10.4: ten instants passed, all within lateness
+    plan = plan_start(EVERY_1S, TEN + timedelta(seconds=10.4), TEN, RULES)
+
+    assert plan == StartPlan(TEN + SECOND, TEN + 9 * SECOND, TEN + 10 * SECOND)
+
+
+def test_a_short_stop_with_run_once_runs_the_latest_instant_once_and_records_no_gap() -> None:
+    plan = plan_start(EVERY_1S_RUN_ONCE, TEN + timedelta(seconds=10.4), TEN, RULES)
+
+    assert plan == StartPlan(None, None, TEN + 10 * SECOND)
+
+
+def test_a_stop_of_one_instant_runs_it_on_time_with_no_gap() -> None:
+    assert plan_start(EVERY_1S, TEN + timedelta(seconds=1.5), TEN, RULES) == StartPlan(
+        None, None, TEN + SECOND
+    )
 
 
 def test_a_start_refuses_a_naive_now() -> None:
     with pytest.raises(ValueError, match="aware"):
-        first_due(EVERY_15M, datetime(2026, 3, 2, 10, 0), None)
+        plan_start(EVERY_15M, datetime(2026, 3, 2, 10, 0), None, RULES)
+
+
+@given(
+    checkpoint_s=st.integers(min_value=0, max_value=10_000),
+    stop_s=st.integers(min_value=0, max_value=10_000),
+    every_s=st.integers(min_value=1, max_value=3_600),
+    run_once=st.booleans(),
+)
+def test_a_start_never_runs_more_than_one_instant_of_its_gap(
+    checkpoint_s: int, stop_s: int, every_s: int, run_once: bool
+) -> None:
+    schedule = parse_job_schedule(
+        {"every": every_s * 1000, "missed": "run-once" if run_once else "skip"}
+    )
+    checkpoint = TEN + timedelta(seconds=checkpoint_s)
+    now = checkpoint + timedelta(seconds=stop_s, milliseconds=500)
+    plan = plan_start(schedule, now, checkpoint, RULES)
+
+    assert plan.first_due > checkpoint
+    if plan.first_due <= now:
+        # the one instant of the gap that still runs is its latest
+        assert plan.first_due == latest_occurrence(schedule, after=checkpoint, not_after=now)
+    else:
+        assert plan.first_due == next_occurrence(schedule, now)
+    if plan.missed is not None:
+        assert plan.dropped_until is not None
+        assert checkpoint < plan.missed <= plan.dropped_until <= now
+        assert not run_once
 
 
 def test_a_driver_sleeps_until_its_next_instant() -> None:

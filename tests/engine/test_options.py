@@ -288,6 +288,40 @@ async def test_with_checkpoints_skip_records_one_missed_for_the_gap_while_down(
     assert seen == [(at(8, 0), "missed"), (at(10, 0), "succeeded")]
 
 
+@pytest.mark.parametrize(
+    ("missed", "records"),
+    [
+        ("skip", [("09:58:21", "missed"), ("09:58:30", "succeeded")]),
+        ("run-once", [("09:58:30", "succeeded")]),
+    ],
+)
+async def test_a_short_restart_never_replays_its_gap_and_the_next_instants_run_on_time(
+    fixed_clock: FixedClock, missed: str, records: list[tuple[str, str]]
+) -> None:
+    # stopped after 09:58:20 with a job of every second, started again ten seconds later
+    checkpoints = InMemoryJobCheckpoints()
+    checkpoints.write(JOB, at(9, 58, 20))
+    fixed_clock.set(plus(at(9, 58, 30), 400))
+    seen: list[tuple[str, str]] = []
+    scheduler, timers, job = _restarted(
+        fixed_clock,
+        checkpoints,
+        on_run=lambda run, error, detail: seen.append(
+            (run.scheduled_at.strftime("%H:%M:%S"), run.outcome.value)
+        ),
+    )
+    scheduler.register(name=JOB, schedule={"every": "1s", "missed": missed}, run=job)
+
+    await scheduler.start()
+    await timers.advance(0)
+
+    assert seen == records
+    assert job.due == [at(9, 58, 30)]
+    await timers.advance(2 * SECOND)
+    assert job.due == [at(9, 58, 30), at(9, 58, 31), at(9, 58, 32)]
+    assert checkpoints.read(JOB) == at(9, 58, 32)
+
+
 async def test_without_checkpoints_a_restart_forgets_and_starts_from_the_instant_of_the_start(
     fixed_clock: FixedClock,
 ) -> None:
