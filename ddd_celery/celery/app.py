@@ -3,19 +3,27 @@
 ``install_jobs`` is called where the app is built, so ``celery -A app beat``, ``celery -A app
 worker`` and ``celery -A app jobs`` all find the same jobs. It only describes: no port is asked
 anything here (a Redis client connects on first use), so importing the app never needs Redis.
+
+What ``app.conf`` decides (the ``ddd_celery_*`` settings of ``config.py``, the broker's URL) is
+read at first use, through ``jobs_of``: a project may call ``config_from_object`` before
+``install_jobs`` or after it. What ``install_jobs`` writes into ``app.conf`` (the beat scheduler,
+the jobs' routes and queues) is written again each time Celery reloads its configuration, so a
+later ``config_from_object`` does not drop it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import replace
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
-from celery.signals import task_revoked
+from celery.signals import beat_init, task_revoked
 
 from ddd_celery.celery.beat_entries import translate_beat_schedule
+from ddd_celery.celery.config import missing_lock, read_config, redis_stores
 from ddd_celery.celery.registry import (
     ATTRIBUTE,
     CeleryJob,
@@ -27,21 +35,23 @@ from ddd_celery.celery.tasks import on_task_revoked, register_job_task
 from ddd_celery.declarations.scheduled import ScheduledJobDeclaration, declaration_of
 from ddd_celery.kernel.clock import Clock, SystemClock
 from ddd_celery.kernel.ids import IdGenerator, UuidGenerator
-from ddd_celery.kernel.lock import Lock
+from ddd_celery.kernel.lock import Lease, Lock
 from ddd_celery.kernel.metrics import Metrics
+from ddd_celery.kernel.reporting import ErrorReporter
 from ddd_celery.kernel.scope import ContextVarExecutionScope, ExecutionScope
 from ddd_celery.kernel.tenants import TenantDirectory
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.errors import InvalidJobScheduleError, UnknownJobError
 from ddd_celery.scheduling.execution import require_tenants
 from ddd_celery.scheduling.last_runs import JobLastRuns
-from ddd_celery.scheduling.observability import OnRun, RunRecorder
-from ddd_celery.scheduling.occurrence import (
-    DEFAULT_LATE_AFTER_MS,
-    DEFAULT_LOCK_TTL_MS,
-    SchedulerRules,
+from ddd_celery.scheduling.observability import (
+    OnRun,
+    RunDetail,
+    RunRecorder,
+    report_failed_runs,
 )
-from ddd_celery.scheduling.outcomes import context_of
+from ddd_celery.scheduling.occurrence import SchedulerRules
+from ddd_celery.scheduling.outcomes import JobRun, context_of
 from ddd_celery.scheduling.run_state import InMemoryJobRunState, JobRunState
 from ddd_celery.scheduling.settings import (
     SettingsMapping,
@@ -52,6 +62,10 @@ from ddd_celery.scheduling.settings import (
 
 BEAT_SCHEDULER = "ddd_celery.celery.beat:JobBeatScheduler"
 """What ``beat_scheduler`` is set to, so a plain ``celery -A app beat`` schedules the jobs."""
+CELERY_DEFAULT_SCHEDULER = "celery.beat:PersistentScheduler"
+_OURS = frozenset({BEAT_SCHEDULER, "ddd"})
+
+logger = logging.getLogger(__name__)
 
 _PICKLE = frozenset({"pickle", "application/x-python-serialize"})
 
@@ -60,7 +74,7 @@ def install_jobs(
     app: Any,
     *,
     jobs: Iterable[type | ScheduledJobDeclaration],
-    lock: Lock,
+    lock: Lock | None = None,
     providers: Mapping[type, Provider] | None = None,
     checkpoints: JobCheckpoints | None = None,
     run_state: JobRunState | None = None,
@@ -75,10 +89,12 @@ def install_jobs(
     logger: logging.Logger | None = None,
     metrics: Metrics | None = None,
     on_run: OnRun | None = None,
-    late_after_ms: int = DEFAULT_LATE_AFTER_MS,
-    lock_ttl_ms: int = DEFAULT_LOCK_TTL_MS,
+    errors: ErrorReporter | None = None,
+    late_after_ms: int | None = None,
+    lock_ttl_ms: int | None = None,
     routes: Mapping[str, str] | None = None,
     include_beat_schedule: bool = True,
+    keep_beat_scheduler: bool = False,
 ) -> CeleryJobs:
     """Install the scheduled jobs on a Celery app, for its beat, its workers and its CLI.
 
@@ -86,32 +102,41 @@ def install_jobs(
       ``collect_scheduled_jobs`` returns them; a name is unique in the application.
     - ``providers``: ``{PortType: factory}`` for each port a job's constructor takes; a job
       needing a port nobody provides is refused now, not at its first run.
-    - ``lock``, ``checkpoints``, ``run_state``: the stores beat and workers share. The default
-      run state lives in one process's memory: beats and workers in several processes need
-      ``RedisJobRunState`` for ``overlap`` to hold between them, ``RedisLock`` for an
-      occurrence to run once, ``RedisJobCheckpoints`` for ``missed`` to cross a restart.
-    - ``last_runs``: where beat and the workers keep each job's latest outcome, so that
-      ``celery jobs list`` in another process shows it (``RedisJobLastRuns``); none by default.
+    - ``lock``, ``run_state``, ``checkpoints``, ``last_runs``: the stores beat and workers
+      share. Each one not given comes from ``app.conf`` at first use: on Redis at
+      ``ddd_celery_redis_url`` (by default the broker's URL when it is Redis), keyed under
+      ``ddd_celery_key_prefix``. Without a Redis URL, the run state lives in one process's
+      memory, there are no checkpoints nor last runs, and a lock must be given.
     - ``settings``: ``{job name: settings}`` that switch off, reschedule or tune a job;
       ``environ`` (``os.environ``) adds ``JOB_<CONTEXT>_<JOB>_ENABLED`` over them and says
       through ``RUN_JOBS`` whether beat starts jobs in this process, unless ``start`` says it.
+    - ``errors``: the ``ErrorReporter`` every run that failed unexpectedly is sent to
+      (``report_failed_runs``); ``on_run`` observes every occurrence besides.
+    - ``late_after_ms``, ``lock_ttl_ms``: win over ``ddd_celery_late_after_ms`` and
+      ``ddd_celery_lock_ttl_ms``.
     - ``routes``: ``{job name: queue}``; a job's queue is otherwise its context.
     - ``include_beat_schedule``: the entries of ``app.conf.beat_schedule`` become jobs of the
       ``beat`` context, run by their own tasks under the per-occurrence lock.
+    - ``keep_beat_scheduler``: leave ``beat_scheduler`` alone (another scheduler, such as
+      django-celery-beat's, runs the app's beat; the jobs run in a beat started with ``-S ddd``).
 
-    Refuses a pickle serializer (``ValueError``), a name given twice or a per-tenant job
+    Refuses a pickle serializer (``ValueError``), a ``beat_scheduler`` of another library
+    (``ValueError``, unless ``keep_beat_scheduler``), a name given twice or a per-tenant job
     without ``tenants`` (``InvalidJobScheduleError``, as ``JobScheduler.register``), settings or
     routes for a job nobody declares (``UnknownJobError``), settings that cannot be read
-    (``InvalidJobSettingsError``), and a second call on the same app (``RuntimeError``). Sets
-    ``beat_scheduler`` and adds each job's queue to ``task_queues``, so plain ``celery -A app
-    beat`` and ``celery -A app worker`` run the jobs. Connects to nothing.
+    (``InvalidJobSettingsError``), and a second call on the same app (``RuntimeError``). At
+    first use, ``jobs_of`` refuses ``ddd_celery_*`` settings that cannot be read and an app with
+    neither a lock nor a Redis URL (``JobsConfigError``). Sets ``beat_scheduler`` and adds each
+    job's queue to ``task_queues``, so plain ``celery -A app beat`` and ``celery -A app worker``
+    run the jobs. Connects to nothing.
     """
     if getattr(app, ATTRIBUTE, None) is not None:
         raise RuntimeError(f"jobs are already installed on Celery app {app.main!r}")
     refuse_pickle(app.conf)
+    if not keep_beat_scheduler:
+        _refuse_another_scheduler(app.conf)
     environ = os.environ if environ is None else environ
     clock = clock or SystemClock()
-    rules = SchedulerRules(late_after_ms=late_after_ms, lock_ttl_ms=lock_ttl_ms)
     declared = _declarations(jobs)
     entries = _beat_entries(app.conf) if include_beat_schedule else []
     described = _described(declared, entries, routes or {})
@@ -125,29 +150,196 @@ def install_jobs(
         require_tenants(job.name, job.schedule.options, tenants)
     providers = dict(providers or {})
     check_providers(all_jobs, providers)
+    observer = _observers(on_run, None if errors is None else report_failed_runs(errors))
+
+    def recorder(kept: JobLastRuns | None) -> RunRecorder:
+        return RunRecorder(logger=logger, metrics=metrics, on_run=observer, last_runs=kept)
+
     registry = CeleryJobs(
         jobs={job.name: job for job in all_jobs},
         clock=clock,
-        lock=lock,
+        lock=lock or _UnsettledLock(),
         checkpoints=checkpoints,
         run_state=run_state or InMemoryJobRunState(clock),
         last_runs=last_runs,
         ids=ids or UuidGenerator(),
         scope=scope or ContextVarExecutionScope(),
-        recorder=RunRecorder(logger=logger, metrics=metrics, on_run=on_run, last_runs=last_runs),
-        rules=rules,
+        recorder=recorder(last_runs),
+        rules=SchedulerRules(),
         tenants=tenants,
         start=run_jobs_from_env(environ) if start is None else start,
         providers=providers,
+    )
+    registry.settle = _settler(
+        app,
+        _Given(
+            lock=lock,
+            run_state=run_state,
+            checkpoints=checkpoints,
+            last_runs=last_runs,
+            late_after_ms=late_after_ms,
+            lock_ttl_ms=lock_ttl_ms,
+        ),
+        recorder,
     )
     for job in all_jobs:
         if job.declared:
             register_job_task(app, job)
     task_revoked.connect(on_task_revoked, weak=False, dispatch_uid=on_task_revoked.__qualname__)
-    _route(app.conf, {job.task_name: job.queue for job in all_jobs if job.declared and job.queue})
-    app.conf.beat_scheduler = BEAT_SCHEDULER
+    beat_init.connect(warn_of_another_scheduler, weak=False, dispatch_uid=_BEAT_INIT_UID)
+    queues = {job.task_name: job.queue for job in all_jobs if job.declared and job.queue}
+
+    def write_conf(conf: Any) -> None:
+        _route(conf, queues)
+        if not keep_beat_scheduler:
+            _choose_scheduler(conf)
+
+    write_conf(app.conf)
+    app.on_after_configure.connect(
+        lambda sender, source, **_: write_conf(source), weak=False, dispatch_uid=id(registry)
+    )
     setattr(app, ATTRIBUTE, registry)
     return registry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Given:
+    """What the caller of ``install_jobs`` gave explicitly: it wins over ``app.conf``."""
+
+    lock: Lock | None
+    run_state: JobRunState | None
+    checkpoints: JobCheckpoints | None
+    last_runs: JobLastRuns | None
+    late_after_ms: int | None
+    lock_ttl_ms: int | None
+
+    @property
+    def every_store(self) -> bool:
+        return None not in (self.lock, self.run_state, self.checkpoints, self.last_runs)
+
+
+def _settler(
+    app: Any, given: _Given, recorder: Callable[[JobLastRuns | None], RunRecorder]
+) -> Callable[[CeleryJobs], None]:
+    """Read ``app.conf`` into the registry once, at first use, from whichever thread asks first.
+
+    An error (``JobsConfigError``, a pickle serializer configured after ``install_jobs``) leaves
+    the registry unsettled, so every later use raises it again.
+    """
+    mutex = threading.Lock()
+
+    def settle(registry: CeleryJobs) -> None:
+        with mutex:
+            if registry.settle is None:
+                return
+            conf = app.conf
+            refuse_pickle(conf)
+            config = read_config(conf)
+            stores = None if given.every_store else redis_stores(config, registry.clock)
+            if given.lock is not None:
+                registry.lock = given.lock
+            elif stores is not None:
+                registry.lock = stores.lock
+            else:
+                raise missing_lock(conf)
+            if given.run_state is None and stores is not None:
+                registry.run_state = stores.run_state
+            if given.checkpoints is None and stores is not None:
+                registry.checkpoints = stores.checkpoints
+            if given.last_runs is None and stores is not None:
+                registry.last_runs = stores.last_runs
+                registry.recorder = recorder(stores.last_runs)
+            registry.rules = SchedulerRules(
+                late_after_ms=given.late_after_ms or config.late_after_ms,
+                lock_ttl_ms=given.lock_ttl_ms or config.lock_ttl_ms,
+            )
+            registry.settle = None
+
+    return settle
+
+
+class _UnsettledLock(Lock):
+    """Stands for the lock until ``jobs_of`` has read it from ``app.conf``."""
+
+    def acquire(self, key: str, ttl_ms: int) -> Lease | None:
+        raise RuntimeError("the lock is read from app.conf at first use: reach it via jobs_of(app)")
+
+    def release(self, lease: Lease) -> bool:
+        raise RuntimeError("the lock is read from app.conf at first use: reach it via jobs_of(app)")
+
+
+def _observers(*observers: OnRun | None) -> OnRun | None:
+    """One ``on_run`` that calls each observer given, in order."""
+    present = [observer for observer in observers if observer is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+
+    def observe(run: JobRun, error: BaseException | None, detail: RunDetail) -> None:
+        for observer in present:
+            observer(run, error, detail)
+
+    return observe
+
+
+_BEAT_INIT_UID = "ddd_celery.celery.app.warn_of_another_scheduler"
+
+
+def warn_of_another_scheduler(sender: Any = None, **_: Any) -> None:
+    """At beat's start (``beat_init``): say so when the jobs of the app will not run in it.
+
+    ``celery beat -S celery.beat:PersistentScheduler`` (or any scheduler but ddd_celery's)
+    starts and sends none of the jobs ``install_jobs`` installed, without a word from Celery.
+    """
+    from ddd_celery.celery.beat import JobBeatScheduler  # noqa: PLC0415 - beat imports celery.beat
+
+    app = getattr(sender, "app", None)
+    registry = getattr(app, ATTRIBUTE, None)
+    scheduler = getattr(sender, "scheduler", None)
+    if not isinstance(registry, CeleryJobs) or isinstance(scheduler, JobBeatScheduler):
+        return
+    logger.error(
+        "beat: this beat runs the scheduler %s, so none of the %d jobs installed on app %r "
+        "will run in it: start it with `celery -A <app> beat -S ddd`, or without -S "
+        "(install_jobs makes ddd_celery's scheduler the default)",
+        type(scheduler).__name__,
+        len(registry.jobs),
+        getattr(app, "main", None),
+    )
+
+
+def _refuse_another_scheduler(conf: Any) -> None:
+    """Refuse to replace a scheduler the app chose (django-celery-beat's, redbeat's) silently."""
+    current = _scheduler_path(conf.beat_scheduler)
+    if current in _OURS or current == CELERY_DEFAULT_SCHEDULER:
+        return
+    raise ValueError(
+        f"app.conf.beat_scheduler is {current!r}: install_jobs would replace it, and what it "
+        "schedules would stop. Remove that setting (ddd_celery's scheduler also sends the "
+        "app's beat_schedule entries), or keep it with install_jobs(..., "
+        "keep_beat_scheduler=True) and run the jobs in a beat of their own: "
+        "`celery -A <app> beat -S ddd`"
+    )
+
+
+def _choose_scheduler(conf: Any) -> None:
+    """Make ddd_celery's scheduler beat's default, unless the configuration chose another."""
+    current = _scheduler_path(conf.beat_scheduler)
+    if current in _OURS:
+        return
+    if current == CELERY_DEFAULT_SCHEDULER:
+        conf.beat_scheduler = BEAT_SCHEDULER
+        return
+    logger.warning(
+        "app.conf.beat_scheduler is %r since the configuration was loaded again, so a plain "
+        "`celery beat` runs none of the jobs: remove it, or start the jobs' beat with -S ddd",
+        current,
+    )
+
+
+def _scheduler_path(scheduler: object) -> str:
+    if isinstance(scheduler, type):
+        return f"{scheduler.__module__}:{scheduler.__qualname__}"
+    return str(scheduler)
 
 
 def refuse_pickle(conf: Any) -> None:
@@ -222,7 +414,7 @@ def _route(conf: Any, queues: Mapping[str, str]) -> None:
     """Route each job's task to its queue, ahead of the app's own routes, and declare the queue.
 
     Beat sends to the job's queue by name; the route makes ``apply_async`` and ``celery call``
-    agree with it.
+    agree with it. Written again after a reload of the configuration, so it adds nothing twice.
     """
     if not queues:
         return
@@ -231,8 +423,9 @@ def _route(conf: Any, queues: Mapping[str, str]) -> None:
     if current is None:
         conf.task_routes = (ours,)
     elif isinstance(current, list | tuple):
-        conf.task_routes = (ours, *current)
-    else:
+        if ours not in current:
+            conf.task_routes = (ours, *current)
+    elif current != ours:
         conf.task_routes = (ours, current)
     _add_queues(conf, list(queues.values()))
 

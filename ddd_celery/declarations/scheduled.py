@@ -15,6 +15,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -115,7 +116,10 @@ def collect_scheduled_jobs(*modules: ModuleType | str) -> list[ScheduledJobDecla
     """Import ``modules`` (packages recursively) and return the jobs declared in them, by name.
 
     A context lists its package, not its jobs: adding a ``*.job`` module is enough. What an
-    import raises (a ``DeclarationError`` of a bad job, an ``ImportError``) propagates.
+    import raises (a ``DeclarationError`` of a bad job, an ``ImportError``) propagates. A
+    folder of the package that holds Python modules but no ``__init__.py`` is refused with a
+    ``DeclarationError`` naming it: Python's walk skips such a folder, so its jobs would be
+    left out without a word.
     """
     names: set[str] = set()
     for module in modules:
@@ -127,8 +131,26 @@ def collect_scheduled_jobs(*modules: ModuleType | str) -> list[ScheduledJobDecla
 
 def _walk(module: ModuleType) -> Iterator[ModuleType]:
     yield module
-    for info in pkgutil.iter_modules(getattr(module, "__path__", ()), f"{module.__name__}."):
+    folders = [Path(folder) for folder in getattr(module, "__path__", ())]
+    _refuse_folders_without_init(module.__name__, folders)
+    for info in pkgutil.iter_modules([str(f) for f in folders], f"{module.__name__}."):
         yield from _walk(importlib.import_module(info.name))
+
+
+def _refuse_folders_without_init(package: str, folders: list[Path]) -> None:
+    for folder in folders:
+        for child in sorted(folder.iterdir()) if folder.is_dir() else ():
+            if (
+                child.is_dir()
+                and child.name.isidentifier()
+                and not (child / "__init__.py").exists()
+                and any(child.rglob("*.py"))
+            ):
+                raise DeclarationError(
+                    f"folder {package}.{child.name} holds Python modules but no __init__.py, "
+                    f"so collect_scheduled_jobs cannot see the jobs in it: add an empty "
+                    f"{child.name}/__init__.py"
+                )
 
 
 def _check_run(job_class: object, name: str) -> None:

@@ -56,6 +56,9 @@ def make_app(redis_prefix: str) -> Iterator[AppFactory]:
             broker_connection_retry_on_startup=True,
             task_default_queue=f"{name}-default",
             worker_hijack_root_logger=False,
+            # the stores a test does not give are in memory, as on a broker that is not Redis;
+            # the tests of the ddd_celery_* settings give their own
+            ddd_celery_redis_url=None,
         )
         app.conf.update(settings)
         apps.append(app)

@@ -1,0 +1,142 @@
+"""The ``ddd_celery_*`` settings of a Celery app, and the job stores they describe.
+
+A Celery team configures in ``app.conf`` (``config_from_object``, ``conf.update``, Django's
+settings), as redbeat reads ``redbeat_redis_url``. These settings are read when the jobs are
+first used (beat's start, a worker's first task, a ``celery jobs`` command), never when
+``install_jobs`` is called: ``config_from_object`` may come before it or after it. Reading
+builds Redis clients but connects to nothing; the first command does.
+
+| Setting | Default |
+|---|---|
+| ``ddd_celery_redis_url`` | ``broker_url`` when it is Redis (``None`` given: no Redis store) |
+| ``ddd_celery_key_prefix`` | ``"ddd_celery:"`` |
+| ``ddd_celery_late_after_ms`` | ``60000`` |
+| ``ddd_celery_lock_ttl_ms`` | ``900000`` |
+
+This module is wiring, like an application's composition root: it is the one place of the
+Celery adapter that builds the Redis adapters, and imports them only when a URL asks for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+
+from ddd_celery.kernel.clock import Clock
+from ddd_celery.kernel.lock import Lock
+from ddd_celery.scheduling.checkpoints import JobCheckpoints
+from ddd_celery.scheduling.last_runs import JobLastRuns
+from ddd_celery.scheduling.occurrence import DEFAULT_LATE_AFTER_MS, DEFAULT_LOCK_TTL_MS
+from ddd_celery.scheduling.run_state import JobRunState
+
+PREFIX = "ddd_celery_"
+"""Every setting of ddd_celery in ``app.conf`` starts with it; another name under it is refused."""
+REDIS_URL = f"{PREFIX}redis_url"
+INVALID_JOBS_CONFIG = "INVALID_JOBS_CONFIG"
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+class JobsConfigError(ValueError):
+    """The app's configuration cannot run its jobs; the message says what to set or pass."""
+
+    code = INVALID_JOBS_CONFIG
+
+
+class JobsConfig(BaseModel):
+    """The ``ddd_celery_*`` settings, without their prefix, as pydantic reads them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    redis_url: StrictStr | None = None
+    """Where the lock, run state, checkpoints and last runs live; None: no Redis store."""
+    key_prefix: StrictStr = "ddd_celery:"
+    """Put before every key of the stores: the lock's is ``<prefix>job:<name>:<instant>``."""
+    late_after_ms: Annotated[StrictInt, Field(gt=0)] = DEFAULT_LATE_AFTER_MS
+    lock_ttl_ms: Annotated[StrictInt, Field(gt=0)] = DEFAULT_LOCK_TTL_MS
+
+
+@dataclass(frozen=True, slots=True)
+class RedisStores:
+    """The four stores on one Redis client, each keyed under the configured prefix."""
+
+    lock: Lock
+    run_state: JobRunState
+    checkpoints: JobCheckpoints
+    last_runs: JobLastRuns
+
+
+def read_config(conf: Mapping[str, Any]) -> JobsConfig:
+    """The ``ddd_celery_*`` settings of ``conf`` (an ``app.conf``), checked.
+
+    ``ddd_celery_redis_url`` defaults to ``broker_url`` when the broker is Redis (the first URL
+    of a failover list). Raises ``JobsConfigError`` naming the setting for a value that cannot be
+    read or a ``ddd_celery_*`` name that is not a setting (a typo would otherwise be ignored).
+    """
+    given = {key[len(PREFIX) :]: conf[key] for key in list(conf) if key.startswith(PREFIX)}
+    if "redis_url" not in given:
+        given["redis_url"] = redis_broker_url(conf.get("broker_url"))
+    try:
+        return JobsConfig.model_validate(given)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{PREFIX}{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
+            for problem in error.errors()
+        )
+        raise JobsConfigError(f"app.conf cannot be read: {problems}") from None
+
+
+def redis_broker_url(broker_url: object) -> str | None:
+    """The broker's URL when it is a Redis one, else None."""
+    if isinstance(broker_url, list | tuple):
+        broker_url = broker_url[0] if broker_url else None
+    if not isinstance(broker_url, str):
+        return None
+    first = broker_url.split(";")[0].strip()
+    return first if first.startswith(_REDIS_SCHEMES) else None
+
+
+def broker_scheme(broker_url: object) -> str:
+    """``amqp``, ``memory``...: what an error may say of the broker (a URL may hold a password)."""
+    if isinstance(broker_url, list | tuple):
+        broker_url = broker_url[0] if broker_url else None
+    if not isinstance(broker_url, str) or "://" not in broker_url:
+        return "amqp (Celery's default)"
+    return broker_url.split("://", 1)[0]
+
+
+def redis_stores(config: JobsConfig, clock: Clock) -> RedisStores | None:
+    """The Redis stores ``config`` describes, on one client; None without a Redis URL.
+
+    The client connects on its first command and fails fast (``ddd_celery.redis.connect``).
+    """
+    if config.redis_url is None:
+        return None
+    from ddd_celery.redis import (  # noqa: PLC0415 - only an app configured for Redis needs it
+        RedisJobCheckpoints,
+        RedisJobLastRuns,
+        RedisJobRunState,
+        RedisLock,
+        connect,
+    )
+
+    client = connect(config.redis_url)
+    prefix = config.key_prefix
+    return RedisStores(
+        lock=RedisLock(client, prefix=prefix, clock=clock),
+        run_state=RedisJobRunState(client, prefix=f"{prefix}run:"),
+        checkpoints=RedisJobCheckpoints(client, prefix=f"{prefix}checkpoint:"),
+        last_runs=RedisJobLastRuns(client, prefix=f"{prefix}last-run:"),
+    )
+
+
+def missing_lock(conf: Mapping[str, Any]) -> JobsConfigError:
+    """The error of an app whose beats would share no lock."""
+    return JobsConfigError(
+        f"the jobs need a lock every beat shares, and the broker "
+        f"({broker_scheme(conf.get('broker_url'))}) is not Redis: set "
+        f"app.conf.{REDIS_URL} to a Redis URL, or pass install_jobs(..., lock=...) "
+        "(RedisLock; SqliteLock for the beats of one machine; InMemoryLock for one beat or a test)"
+    )
