@@ -17,6 +17,7 @@ from typing import TypeVar
 import click
 from celery.bin.base import CeleryCommand
 
+from ddd_celery.celery.background_cli import background
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.tasks import run_here
 from ddd_celery.kernel.instants import iso_ms
@@ -47,6 +48,9 @@ _T = TypeVar("_T")
 @click.group(name="jobs")
 def jobs() -> None:
     """The scheduled jobs installed on the app: list them, run one now."""
+
+
+jobs.add_command(background)
 
 
 @jobs.command(name="list", cls=CeleryCommand)

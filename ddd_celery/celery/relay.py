@@ -20,11 +20,12 @@ rest of its batch marked dispatched: the relay publishes them again after
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ddd_celery.background.observability import DEFAULT_LOGGER
 from ddd_celery.background.store import JobStore, StoredJob
 from ddd_celery.celery.background.publisher import send_wakeup
 from ddd_celery.celery.registry import CeleryJob
@@ -42,8 +43,7 @@ visibility timeout (an hour) after which a lost message would come back on its o
 RELAY_TIMEOUT_MS = 30_000
 """The relay's ``timeout_ms``: it bounds how long its lock is kept, not the run itself."""
 
-OnExpired = Callable[[StoredJob, datetime], None]
-"""Told of each job ``expire_leases`` handed back, as it is now, and the instant it was."""
+LEASE_EXPIRED = "Background job lease expired, handed back"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ class Relay:
         batch: int = DEFAULT_RELAY_BATCH,
         max_batches: int = DEFAULT_RELAY_MAX_BATCHES,
         redispatch_after_ms: int = DEFAULT_REDISPATCH_AFTER_MS,
-        on_expired: OnExpired | None = None,
+        logger: logging.Logger | None = None,
     ) -> None:
         for name, value in (
             ("batch", batch),
@@ -81,7 +81,7 @@ class Relay:
         self._batch = batch
         self._max_batches = max_batches
         self._redispatch_after_ms = redispatch_after_ms
-        self._on_expired = on_expired
+        self._logger = logger or logging.getLogger(DEFAULT_LOGGER)
 
     def run(self) -> RelayTick:
         """One tick at the clock's ``now``; raises what the store or the broker raised."""
@@ -90,9 +90,8 @@ class Relay:
         for _ in range(self._max_batches):
             handed_back = self._store.expire_leases(now=now, limit=self._batch)
             expired += len(handed_back)
-            if self._on_expired is not None:
-                for job in handed_back:
-                    self._on_expired(job, now)
+            for job in handed_back:
+                self._expired(job)
             if len(handed_back) < self._batch:
                 break
         published = 0
@@ -107,6 +106,19 @@ class Relay:
                 if len(due) < self._batch:
                     break
         return RelayTick(expired=expired, published=published)
+
+    def _expired(self, job: StoredJob) -> None:
+        """Log a job whose worker was lost: ``failed`` (to run again) or ``dead``."""
+        self._logger.warning(
+            LEASE_EXPIRED,
+            extra={
+                "job": job.name,
+                "job_id": job.id,
+                "attempt": job.attempts,
+                "status": job.status.value,
+                "error_code": job.last_error_code,
+            },
+        )
 
 
 def relay_job(relay: Relay, *, every_ms: int = DEFAULT_RELAY_EVERY_MS) -> CeleryJob:

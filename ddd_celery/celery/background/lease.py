@@ -2,9 +2,10 @@
 
 The lease is what lets the relay hand back the job of a worker that died: it is kept short
 (``lease_ms``, 30 s by default) and extended by each beat. A beat that finds the lease gone (the
-job was cancelled, or the lease expired and the job was claimed again) stops and says so at
-once, which is how a cancel reaches the worker that runs the job: beats come every
-``heartbeat_ms`` (a second by default), so the job's signal is aborted within about that.
+job was cancelled, or the lease expired and the job was claimed again) aborts the attempt's
+signal with ``JobInterruptedError`` and stops, which is how a cancel reaches the worker that
+runs the job: beats come every ``heartbeat_ms`` (a second by default), so the signal is aborted
+within about that.
 """
 
 from __future__ import annotations
@@ -13,16 +14,18 @@ import threading
 from collections.abc import Callable
 from types import TracebackType
 
-from ddd_celery.background.store import JobLease, JobStore, LostLeaseError
+from ddd_celery.background.attempt import renew_lease
+from ddd_celery.background.store import JobLease, JobStore
+from ddd_celery.kernel.abort import AbortController
 from ddd_celery.kernel.clock import Clock
 
 
 class LeaseKeeper:
     """Extends ``lease`` every ``every_ms`` from a daemon thread, between ``with`` and its end.
 
-    ``on_lost`` is called once, from the thread, when the store refuses a beat with
-    ``LostLeaseError``; the thread then stops. ``on_error`` is told of any other failure (the
-    store cannot be asked): the thread goes on, and the lease may yet expire.
+    Once the store says the lease is lost, ``controller`` is aborted (``renew_lease``) and the
+    thread stops. ``on_error`` is told of any other failure (the store cannot be asked): the
+    thread goes on, and the lease may yet expire, in which case the relay hands the job back.
     """
 
     def __init__(
@@ -31,17 +34,19 @@ class LeaseKeeper:
         clock: Clock,
         lease: JobLease,
         *,
+        job: str,
         lease_ms: int,
         every_ms: int,
-        on_lost: Callable[[LostLeaseError], None],
+        controller: AbortController,
         on_error: Callable[[Exception], None],
     ) -> None:
         self._store = store
         self._clock = clock
         self._lease = lease
+        self._job = job
         self._lease_ms = lease_ms
         self._every_s = every_ms / 1000
-        self._on_lost = on_lost
+        self._controller = controller
         self._on_error = on_error
         self._stopped = threading.Event()
         self._thread = threading.Thread(
@@ -50,7 +55,7 @@ class LeaseKeeper:
 
     @property
     def lease(self) -> JobLease:
-        """The lease as last extended: the one the attempt's reports name."""
+        """The lease as last extended: the one the attempt's conclusion names."""
         return self._lease
 
     def __enter__(self) -> LeaseKeeper:
@@ -69,11 +74,17 @@ class LeaseKeeper:
     def _beat(self) -> None:
         while not self._stopped.wait(self._every_s):
             try:
-                self._lease = self._store.heartbeat(
-                    self._lease, now=self._clock.now(), lease_ms=self._lease_ms
+                renewed = renew_lease(
+                    self._store,
+                    self._lease,
+                    now=self._clock.now(),
+                    lease_ms=self._lease_ms,
+                    controller=self._controller,
+                    job=self._job,
                 )
-            except LostLeaseError as lost:
-                self._on_lost(lost)
-                return
             except Exception as error:
                 self._on_error(error)
+                continue
+            if renewed is None:
+                return
+            self._lease = renewed

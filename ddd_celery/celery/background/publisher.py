@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddd_celery.background.publisher import JobPublisher
+from ddd_celery.background.store import Dispatch
+
 JOB_ID = "job_id"
 """The one keyword argument of a background job's task."""
 
@@ -27,3 +30,13 @@ def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = No
         serializer="json",
         producer=producer,
     )
+
+
+class CeleryJobPublisher(JobPublisher):
+    """The ``JobPublisher`` of a Celery app: the job's task, sent at once, never with an ETA."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+
+    def publish(self, dispatch: Dispatch) -> None:
+        send_wakeup(self._app, dispatch.name, dispatch.queue, dispatch.job_id)

@@ -1,0 +1,94 @@
+"""What ``install_background_jobs`` wired on a Celery app, read by its tasks, the relay and the CLI.
+
+It lives on the app as ``app.ddd_background``, beside ``app.ddd_jobs`` of the scheduled jobs: the
+process that enqueues, the worker that runs and the operator's CLI share one description of the
+background jobs and one store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ddd_celery.background.observability import BackgroundRecorder
+from ddd_celery.background.queue import StoredJobQueue
+from ddd_celery.background.store import JobStore
+from ddd_celery.celery.background.publisher import CeleryJobPublisher
+from ddd_celery.celery.registry import Provider, dependencies
+from ddd_celery.declarations.background import BackgroundJobDeclaration
+from ddd_celery.kernel.clock import Clock
+from ddd_celery.kernel.ids import IdGenerator
+from ddd_celery.kernel.scope import ExecutionScope
+from ddd_celery.kernel.unit_of_work import UnitOfWork
+
+BACKGROUND_ATTRIBUTE = "ddd_background"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """How a worker holds the jobs it runs."""
+
+    lease_ms: int
+    """How long a claim holds a job without a heartbeat: a dead worker's job waits this long."""
+    heartbeat_ms: int
+    """How often the lease is extended, and so how soon a cancel reaches the running job."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundJobs:
+    """The background jobs of an app and the ports their tasks, relay and CLI share."""
+
+    jobs: Mapping[str, BackgroundJobDeclaration]
+    store: JobStore
+    clock: Clock
+    ids: IdGenerator
+    scope: ExecutionScope
+    recorder: BackgroundRecorder
+    logger: logging.Logger
+    providers: Mapping[type, Provider]
+    worker: WorkerSettings
+    app: Any
+
+    def queue(
+        self,
+        *,
+        unit_of_work: UnitOfWork | None = None,
+        scope: ExecutionScope | None = None,
+        traceparent: Callable[[], str | None] | None = None,
+    ) -> StoredJobQueue:
+        """The ``JobQueue`` a use case enqueues on: this app's jobs, published as their tasks.
+
+        Inside a ``unit_of_work`` a job is added and published after the commit, never on
+        rollback. ``scope`` is where it reads who enqueues (the app's by default).
+        """
+        return StoredJobQueue(
+            store=self.store,
+            clock=self.clock,
+            ids=self.ids,
+            scope=scope or self.scope,
+            unit_of_work=unit_of_work,
+            publisher=CeleryJobPublisher(self.app),
+            traceparent=traceparent,
+            declarations=self.jobs.values(),
+            logger=self.logger,
+        )
+
+    def build(self, declaration: BackgroundJobDeclaration) -> Any:
+        """A new instance of the job's class, each constructor parameter from its provider."""
+        arguments = {
+            name: self.providers[port]() for name, port in dependencies(declaration).items()
+        }
+        return declaration.job_class(**arguments)
+
+
+def background_jobs_of(app: Any) -> BackgroundJobs:
+    """The background jobs wired on ``app``; a clear error when none were installed."""
+    jobs = getattr(app, BACKGROUND_ATTRIBUTE, None)
+    if not isinstance(jobs, BackgroundJobs):
+        raise LookupError(
+            f"no background jobs are installed on Celery app {getattr(app, 'main', app)!r}: "
+            "call ddd_celery.celery.install_background_jobs(app, ...) where the app is built"
+        )
+    return jobs
