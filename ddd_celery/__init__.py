@@ -7,9 +7,12 @@ needs none of them.
 import logging
 
 from ddd_celery.declarations import (
+    BackgroundJobExecution,
     DeclarationError,
     JobExecution,
     ParsedJobSchedule,
+    background,
+    collect_background_jobs,
     collect_scheduled_jobs,
     describe_job_schedule,
     parse_job_schedule,
@@ -21,9 +24,12 @@ from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
 logging.getLogger("ddd_celery").addHandler(logging.NullHandler())
 
 __all__ = [
+    "BackgroundJobExecution",
     "DeclarationError",
     "JobExecution",
     "ParsedJobSchedule",
+    "background",
+    "collect_background_jobs",
     "collect_scheduled_jobs",
     "describe_job_schedule",
     "latest_occurrence",

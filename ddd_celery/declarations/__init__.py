@@ -1,5 +1,14 @@
 """What application code imports to declare jobs: no scheduler, no Celery, no I/O."""
 
+from ddd_celery.declarations.background import (
+    BackgroundJob,
+    BackgroundJobDeclaration,
+    BackgroundJobExecution,
+    BackgroundOptions,
+    background,
+    background_declaration_of,
+    collect_background_jobs,
+)
 from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.declarations.options import JobOptions, MissedPolicy, OverlapPolicy, Tenancy
@@ -19,6 +28,10 @@ from ddd_celery.declarations.scheduled import (
 )
 
 __all__ = [
+    "BackgroundJob",
+    "BackgroundJobDeclaration",
+    "BackgroundJobExecution",
+    "BackgroundOptions",
     "CronRule",
     "DeclarationError",
     "IntervalRule",
@@ -30,6 +43,9 @@ __all__ = [
     "ScheduledJob",
     "ScheduledJobDeclaration",
     "Tenancy",
+    "background",
+    "background_declaration_of",
+    "collect_background_jobs",
     "collect_scheduled_jobs",
     "declaration_of",
     "describe_job_schedule",

@@ -7,6 +7,7 @@ from ddd_celery.kernel.commands import CommandBus, InMemoryCommandBus
 from ddd_celery.kernel.errors import DomainError
 from ddd_celery.kernel.ids import IdGenerator, SequentialIdGenerator, UuidGenerator
 from ddd_celery.kernel.instants import iso_ms, require_aware, to_utc
+from ddd_celery.kernel.job_queue import BackgroundJobView, JobQueue
 from ddd_celery.kernel.lock import InMemoryLock, Lease, Lock, LockUnavailableError
 from ddd_celery.kernel.metrics import InMemoryMetrics, Labels, Metrics, NoMetrics
 from ddd_celery.kernel.reporting import ErrorReporter, InMemoryErrorReporter, LoggingErrorReporter
@@ -17,11 +18,13 @@ from ddd_celery.kernel.scope import (
     FixedExecutionScope,
 )
 from ddd_celery.kernel.tenants import InMemoryTenantDirectory, TenantDirectory
+from ddd_celery.kernel.unit_of_work import InMemoryUnitOfWork, UnitOfWork
 
 __all__ = [
     "AbortController",
     "AbortSignal",
     "Actor",
+    "BackgroundJobView",
     "Clock",
     "CommandBus",
     "ContextVarExecutionScope",
@@ -37,6 +40,8 @@ __all__ = [
     "InMemoryLock",
     "InMemoryMetrics",
     "InMemoryTenantDirectory",
+    "InMemoryUnitOfWork",
+    "JobQueue",
     "Labels",
     "Lease",
     "Lock",
@@ -47,6 +52,7 @@ __all__ = [
     "SequentialIdGenerator",
     "SystemClock",
     "TenantDirectory",
+    "UnitOfWork",
     "UuidGenerator",
     "iso_ms",
     "require_aware",

@@ -1,0 +1,160 @@
+"""The rules of a background job, in one place that does no I/O and never sleeps.
+
+Every store and driver asks this module rather than deciding for itself: which moves a job's
+status may make (``MOVES``), when a failed attempt runs again (exponential backoff with jitter)
+or dies, how an attempt's end becomes the status of its ``BackgroundJobRun``, and how long a
+lease lasts and how often it is renewed. A job moves through::
+
+    queued --claim--> running --complete--> succeeded
+    failed --claim--> running --retry--> failed        running --die--> dead
+    running --release--> queued (the attempt uncounted)    dead --retry_dead--> queued
+    queued | failed | running --cancel--> cancelled
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from ddd_celery.background.errors import JobInterruptedError
+from ddd_celery.background.store import EnqueuedBy, JobStatus
+from ddd_celery.declarations.background import BackgroundOptions
+from ddd_celery.kernel.instants import require_aware
+from ddd_celery.scheduling.errors import JobAbortedError
+
+DEFAULT_LEASE_MS = 30_000
+"""How long a claim holds a job without a heartbeat: a dead worker's job waits this long."""
+
+
+class JobEvent(StrEnum):
+    """What happened to a job, as a store applies it."""
+
+    CLAIM = "claim"
+    COMPLETE = "complete"
+    RETRY = "retry"
+    """An attempt failed (or its lease expired) with attempts left."""
+    DIE = "die"
+    """An attempt failed (or its lease expired) with none left."""
+    RELEASE = "release"
+    CANCEL = "cancel"
+    RETRY_DEAD = "retry_dead"
+
+
+MOVES: dict[tuple[JobStatus, JobEvent], JobStatus] = {
+    (JobStatus.QUEUED, JobEvent.CLAIM): JobStatus.RUNNING,
+    (JobStatus.FAILED, JobEvent.CLAIM): JobStatus.RUNNING,
+    (JobStatus.RUNNING, JobEvent.COMPLETE): JobStatus.SUCCEEDED,
+    (JobStatus.RUNNING, JobEvent.RETRY): JobStatus.FAILED,
+    (JobStatus.RUNNING, JobEvent.DIE): JobStatus.DEAD,
+    (JobStatus.RUNNING, JobEvent.RELEASE): JobStatus.QUEUED,
+    (JobStatus.QUEUED, JobEvent.CANCEL): JobStatus.CANCELLED,
+    (JobStatus.FAILED, JobEvent.CANCEL): JobStatus.CANCELLED,
+    (JobStatus.RUNNING, JobEvent.CANCEL): JobStatus.CANCELLED,
+    (JobStatus.DEAD, JobEvent.RETRY_DEAD): JobStatus.QUEUED,
+}
+"""Every legal move of a job's status; the diagram above is drawn from this table."""
+
+
+class IllegalJobMoveError(RuntimeError):
+    """A move the table does not have; the job did not change."""
+
+
+def move(status: JobStatus, event: JobEvent) -> JobStatus:
+    """The status ``event`` takes a job in ``status`` to; ``IllegalJobMoveError`` if none."""
+    target = MOVES.get((status, event))
+    if target is None:
+        raise IllegalJobMoveError(f"a {status} job cannot {event}")
+    return target
+
+
+def can_move(status: JobStatus, event: JobEvent) -> bool:
+    return (status, event) in MOVES
+
+
+def backoff_ms(attempt: int, options: BackgroundOptions, random: Callable[[], float]) -> int:
+    """The wait after failed attempt ``attempt`` (from 1): ``backoff_ms * 2**(attempt-1)``.
+
+    Capped at ``max_backoff_ms``, then jittered into its upper half with ``random()`` (a float
+    in [0, 1)), so jobs that failed together do not all come back at once, and a wait is never
+    zero: ``ceil(capped / 2 + random() * capped / 2)``.
+    """
+    if attempt < 1:
+        raise ValueError(f"attempt counts from 1, got {attempt}")
+    exponent = min(attempt - 1, 62)  # past 2**62 every base is capped anyway
+    capped = min(options.max_backoff_ms, options.backoff_ms << exponent)
+    return max(1, math.ceil(capped / 2 + random() * capped / 2))
+
+
+def after_failure(
+    attempt: int,
+    max_attempts: int,
+    now: datetime,
+    options: BackgroundOptions,
+    random: Callable[[], float],
+) -> datetime | None:
+    """When failed attempt ``attempt`` runs again; None when it was the last (the job dies)."""
+    require_aware(now, "now")
+    if attempt >= max_attempts:
+        return None
+    return now + timedelta(milliseconds=backoff_ms(attempt, options, random))
+
+
+def heartbeat_interval_ms(lease_ms: int) -> int:
+    """How often a lease is renewed: three times per lease, so one late beat loses nothing."""
+    return max(1, lease_ms // 3)
+
+
+class AttemptEnd(StrEnum):
+    """How an attempt ended, before the store is told."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    """It raised, timed out, or its payload no longer validates: retried or dead."""
+    RELEASED = "released"
+    """The worker stopped and aborted it: the job goes back, the attempt uncounted."""
+    INTERRUPTED = "interrupted"
+    """It lost its lease (cancelled, or expired and claimed elsewhere): nothing to report."""
+
+
+class RunStatus(StrEnum):
+    """The status of a ``BackgroundJobRun``: what became of one attempt."""
+
+    SUCCEEDED = "succeeded"
+    RETRIED = "retried"
+    DEAD = "dead"
+    RELEASED = "released"
+    INTERRUPTED = "interrupted"
+
+
+def end_of(error: BaseException | None, abort_reason: BaseException | None) -> AttemptEnd:
+    """How an attempt ended: once its signal is aborted, the reason decides.
+
+    A ``JobAbortedError`` (the worker stops) releases the job, a ``JobInterruptedError`` (lease
+    lost) interrupts it, any other reason (a timeout) fails it, whatever the job did after.
+    """
+    decisive = abort_reason if abort_reason is not None else error
+    if isinstance(decisive, JobAbortedError):
+        return AttemptEnd.RELEASED
+    if isinstance(decisive, JobInterruptedError):
+        return AttemptEnd.INTERRUPTED
+    if decisive is None:
+        return AttemptEnd.SUCCEEDED
+    return AttemptEnd.FAILED
+
+
+def run_status(end: AttemptEnd, retry_at: datetime | None) -> RunStatus:
+    """The record's status: a failed attempt is ``retried`` with a ``retry_at``, else ``dead``."""
+    if end is AttemptEnd.FAILED:
+        return RunStatus.DEAD if retry_at is None else RunStatus.RETRIED
+    return RunStatus(end.value)
+
+
+def tenant_key_of(enqueued_by: EnqueuedBy) -> str:
+    """The tenant part of an idempotency key: the tenant, or the empty text.
+
+    For a store that keeps ``(tenant_key, idempotency_key)`` in a unique index, where a NULL
+    would never collide.
+    """
+    return enqueued_by.tenant_id or ""

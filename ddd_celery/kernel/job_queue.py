@@ -1,0 +1,68 @@
+"""The ``JobQueue`` port: how a use case hands work to a background job, and finds it again."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundJobView:
+    """A background job as ``find`` shows it to the application.
+
+    ``status`` is one of ``queued``, ``running``, ``succeeded``, ``failed`` (waiting for its
+    retry at ``run_at``), ``dead`` or ``cancelled``. ``attempts`` counts the attempt in
+    progress. ``last_error_code`` is the code of the last failure, never its message.
+    """
+
+    id: str
+    name: str
+    status: str
+    attempts: int
+    max_attempts: int
+    enqueued_at: datetime
+    run_at: datetime
+    progress: Any = None
+    last_error_code: str | None = None
+    finished_at: datetime | None = None
+    tenant_id: str | None = None
+
+
+class JobQueue(ABC):
+    """Enqueues background jobs for a worker to run later, at least once.
+
+    A job enqueued inside a unit of work is kept and published only when it commits. ``find``
+    and ``cancel`` reach the jobs of the tenant of the work in progress only (every job when the
+    work has no tenant).
+    """
+
+    @abstractmethod
+    def enqueue(
+        self,
+        job: type[Any] | str,
+        payload: Any,
+        *,
+        delay_ms: int | None = None,
+        run_at: datetime | None = None,
+        idempotency_key: str | None = None,
+    ) -> str:
+        """Enqueue ``job`` (its ``@background`` class or name) with ``payload``; its id.
+
+        Due now, after ``delay_ms``, or at the aware instant ``run_at`` (not both). The same
+        ``idempotency_key`` in the same tenant returns the first job's id and adds nothing.
+        Raises ``ValueError`` (``InvalidEnqueueError``) for a payload the job's type refuses or
+        JSON cannot carry, naming the field, and ``LookupError`` for an unknown job.
+        """
+
+    @abstractmethod
+    def find(self, job_id: str) -> BackgroundJobView | None:
+        """The job, or None when unknown or another tenant's."""
+
+    @abstractmethod
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a queued, failed or running job; True when it was one and is now cancelled.
+
+        A running job's signal is aborted on the worker that runs it.
+        """
