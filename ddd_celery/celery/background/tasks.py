@@ -45,7 +45,7 @@ from ddd_celery.celery.tasks import time_limits
 from ddd_celery.declarations.background import BackgroundJobDeclaration
 from ddd_celery.kernel.abort import AbortController
 from ddd_celery.kernel.instants import iso_ms
-from ddd_celery.scheduling.errors import JobTimeoutError, SchedulingError
+from ddd_celery.scheduling.errors import UNEXPECTED_ERROR, JobTimeoutError, SchedulingError
 
 
 class AttemptFailedError(SchedulingError):
@@ -55,7 +55,9 @@ class AttemptFailedError(SchedulingError):
     that error's message (it may quote data); ``code`` is that error's code.
     """
 
-    def __init__(self, message: str, *, job: str, code: str) -> None:
+    def __init__(
+        self, message: str, *, job: str | None = None, code: str = UNEXPECTED_ERROR
+    ) -> None:
         super().__init__(message, job=job)
         self.code = code
 
@@ -161,7 +163,9 @@ class Attempt:
         if run.status is RunStatus.RETRIED:
             retry = "" if run.retry_at is None else f", retried at {iso_ms(run.retry_at)}"
             raise AttemptFailedError(
-                f"{where} failed with {failure}{retry}", job=run.job, code=run.error_code or ""
+                f"{where} failed with {failure}{retry}",
+                job=run.job,
+                code=run.error_code or UNEXPECTED_ERROR,
             )
 
     def _attempt(self) -> AttemptOutcome:
