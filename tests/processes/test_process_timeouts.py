@@ -1,4 +1,4 @@
-"""A timeout on real workers: failed, JOB_TIMEOUT, once, on the prefork and the solo pool."""
+"""A timeout on real workers: failed, JOB_TIMEOUT, once, its task failed, on prefork and solo."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def test_a_run_past_its_timeout_is_failed_job_timeout_once_on_prefork_and_solo(
 
     def tasks_returned() -> bool:
         return (
-            all("succeeded in" in process.output() for process in deploy.processes)
+            all(
+                "raised unexpected: ScheduledJobFailedError" in p.output() for p in deploy.processes
+            )
             and len(deploy.ran(OUTLIVE)) == 2
         )
 
