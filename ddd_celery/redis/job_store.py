@@ -12,6 +12,8 @@ from typing import Any
 from redis import Redis
 from redis.commands.core import Script
 
+from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
+from ddd_celery.background.rules import tenant_key_of
 from ddd_celery.background.store import (
     ClaimedJob,
     Dispatch,
@@ -27,10 +29,6 @@ from ddd_celery.background.store import (
 )
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
-
-INTERRUPTED_CODE = "JOB_INTERRUPTED"
-INTERRUPTED_TYPE = "JobInterruptedError"
-"""What ``expire_leases`` records of an attempt whose worker was lost."""
 
 PURGE_BATCH = 1_000
 """Jobs one purge script deletes at most: a longer script would hold Redis for every client."""
@@ -69,7 +67,7 @@ class RedisJobStore(JobStore):
         self._expire_leases = _register(client, "job_expire_leases.lua")
 
     def add(self, job: NewJob, *, dispatched: bool) -> str:
-        tenant = _tenant_key(job.tenant_id)
+        tenant = tenant_key_of(job.enqueued_by)
         keys = [self._job_key(job.id)]
         if job.idempotency_key is not None:
             keys.append(f"{self._prefix}key:{tenant}:{job.idempotency_key}")
@@ -249,8 +247,8 @@ class RedisJobStore(JobStore):
             self._prefix,
             _ms(now, "now"),
             limit,
-            INTERRUPTED_CODE,
-            INTERRUPTED_TYPE,
+            JOB_INTERRUPTED,
+            JobInterruptedError.__name__,
         ]
         with unavailable_as(StoreUnavailableError, "expire the leases"):
             replies = self._expire_leases(keys=[self._prefix + "leases"], args=args)
@@ -265,10 +263,6 @@ def _register(client: Redis, name: str) -> Script:
     lua = resources.files(__package__).joinpath("lua")
     library = lua.joinpath("job_lib.lua").read_text(encoding="utf-8")
     return client.register_script(library + lua.joinpath(name).read_text(encoding="utf-8"))
-
-
-def _tenant_key(tenant_id: str | None) -> str:
-    return tenant_id or ""
 
 
 def _reach(tenant_id: str | None) -> str:
