@@ -4,9 +4,15 @@ This top level imports no Celery, Redis or SQL: declaring a job or asking when i
 needs none of them.
 """
 
+import importlib
 import logging
 
-from ddd_celery.declarations import (
+# The package ``ddd_celery.background`` and the decorator ``background`` share a name: loading
+# the package binds it on this module, so it is loaded first and the decorator bound after it.
+# ``from ddd_celery.background import ...`` reaches the package either way.
+importlib.import_module("ddd_celery.background")
+
+from ddd_celery.declarations import (  # noqa: E402 - after the package, see above
     BackgroundJobExecution,
     DeclarationError,
     JobExecution,
@@ -18,7 +24,7 @@ from ddd_celery.declarations import (
     parse_job_schedule,
     scheduled,
 )
-from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
+from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence  # noqa: E402
 
 # A library writes nothing unless the application configures logging.
 logging.getLogger("ddd_celery").addHandler(logging.NullHandler())

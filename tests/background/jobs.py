@@ -1,0 +1,55 @@
+"""Background jobs the specs declare, each run by a script the test hands its factory."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ddd_celery import BackgroundJobExecution, background
+
+
+class StatementPayload(BaseModel):
+    month: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}$")
+
+
+Script = Callable[[Any, BackgroundJobExecution], Any]
+AsyncScript = Callable[[Any, BackgroundJobExecution], Awaitable[Any]]
+
+
+@background("ledger.compile-statements", max_attempts=3, backoff_ms=1_000, max_backoff_ms=60_000)
+class CompileStatementsJob:
+    """A sync job whose payload is a pydantic model."""
+
+    def __init__(self, script: Script) -> None:
+        self._script = script
+
+    def run(self, payload: StatementPayload, execution: BackgroundJobExecution) -> None:
+        self._script(payload, execution)
+
+
+@background("ledger.send-receipt", max_attempts=1)
+class SendReceiptJob:
+    """A sync job of plain JSON, given one attempt."""
+
+    def __init__(self, script: Script) -> None:
+        self._script = script
+
+    def run(self, payload: dict[str, Any], execution: BackgroundJobExecution) -> None:
+        self._script(payload, execution)
+
+
+@background("ledger.reindex", max_attempts=2, timeout_ms=5_000, queue="slow")
+class ReindexJob:
+    """An async job with a timeout, on a queue of its own."""
+
+    def __init__(self, script: AsyncScript) -> None:
+        self._script = script
+
+    async def run(self, payload: Any, execution: BackgroundJobExecution) -> None:
+        await self._script(payload, execution)
+
+
+def succeed(payload: Any, execution: BackgroundJobExecution) -> None:
+    return None

@@ -1,0 +1,143 @@
+"""The job rules: the moves table, backoff with jitter, dead after max_attempts, run statuses."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ddd_celery.background import (
+    EnqueuedBy,
+    JobInterruptedError,
+    JobStatus,
+    RunStatus,
+    heartbeat_interval_ms,
+    tenant_key_of,
+)
+from ddd_celery.background.rules import (
+    MOVES,
+    AttemptEnd,
+    IllegalJobMoveError,
+    JobEvent,
+    after_failure,
+    backoff_ms,
+    end_of,
+    move,
+    run_status,
+)
+from ddd_celery.declarations import BackgroundOptions
+from ddd_celery.scheduling import JobAbortedError, JobTimeoutError
+
+NOW = datetime(2026, 10, 1, 8, 0, tzinfo=UTC)
+OPTIONS = BackgroundOptions(max_attempts=5, backoff_ms=1_000, max_backoff_ms=10_000)
+
+
+def never_jitter() -> float:
+    return 0.999_999
+
+
+def test_the_moves_table_is_the_documented_lifecycle() -> None:
+    assert {
+        (status.value, event.value, target.value) for (status, event), target in MOVES.items()
+    } == {
+        ("queued", "claim", "running"),
+        ("failed", "claim", "running"),
+        ("running", "complete", "succeeded"),
+        ("running", "retry", "failed"),
+        ("running", "die", "dead"),
+        ("running", "release", "queued"),
+        ("queued", "cancel", "cancelled"),
+        ("failed", "cancel", "cancelled"),
+        ("running", "cancel", "cancelled"),
+        ("dead", "retry_dead", "queued"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "event"),
+    [
+        (JobStatus.SUCCEEDED, JobEvent.CANCEL),
+        (JobStatus.CANCELLED, JobEvent.CLAIM),
+        (JobStatus.RUNNING, JobEvent.CLAIM),
+        (JobStatus.QUEUED, JobEvent.COMPLETE),
+        (JobStatus.DEAD, JobEvent.CLAIM),
+        (JobStatus.QUEUED, JobEvent.RETRY_DEAD),
+    ],
+)
+def test_an_illegal_move_is_refused(status: JobStatus, event: JobEvent) -> None:
+    with pytest.raises(IllegalJobMoveError, match=f"a {status} job cannot {event}"):
+        move(status, event)
+
+
+def test_every_finished_status_is_a_dead_end_but_dead() -> None:
+    for status in (JobStatus.SUCCEEDED, JobStatus.CANCELLED):
+        assert not [event for (source, event) in MOVES if source is status]
+    assert [event for (source, event) in MOVES if source is JobStatus.DEAD] == [JobEvent.RETRY_DEAD]
+
+
+def test_the_backoff_doubles_with_each_attempt_up_to_its_cap() -> None:
+    waits = [backoff_ms(attempt, OPTIONS, never_jitter) for attempt in range(1, 7)]
+
+    assert waits == [1_000, 2_000, 4_000, 8_000, 10_000, 10_000]
+
+
+def test_the_jitter_keeps_a_wait_in_the_upper_half_of_its_backoff() -> None:
+    assert backoff_ms(3, OPTIONS, lambda: 0.0) == 2_000
+    assert backoff_ms(3, OPTIONS, lambda: 0.5) == 3_000
+    assert 2_000 <= backoff_ms(3, OPTIONS, lambda: 0.999_999) <= 4_000
+
+
+def test_a_wait_is_never_zero() -> None:
+    tiny = BackgroundOptions(backoff_ms=1, max_backoff_ms=1)
+
+    assert backoff_ms(1, tiny, lambda: 0.0) == 1
+
+
+def test_a_huge_attempt_number_is_capped_without_overflow() -> None:
+    assert backoff_ms(10_000, OPTIONS, never_jitter) == 10_000
+
+
+def test_a_failed_attempt_with_attempts_left_runs_again_after_its_backoff() -> None:
+    retry_at = after_failure(2, 5, NOW, OPTIONS, never_jitter)
+
+    assert retry_at == NOW + timedelta(milliseconds=2_000)
+
+
+def test_the_last_attempt_leaves_the_job_dead() -> None:
+    assert after_failure(5, 5, NOW, OPTIONS, never_jitter) is None
+    assert after_failure(1, 1, NOW, OPTIONS, never_jitter) is None
+
+
+def test_after_failure_refuses_a_naive_now() -> None:
+    with pytest.raises(ValueError, match="aware"):
+        after_failure(1, 3, NOW.replace(tzinfo=None), OPTIONS, never_jitter)
+
+
+def test_an_aborted_attempt_ends_as_its_reason_says_whatever_the_job_did() -> None:
+    assert end_of(None, JobAbortedError("stop")) is AttemptEnd.RELEASED
+    assert end_of(None, JobInterruptedError("lost")) is AttemptEnd.INTERRUPTED
+    assert end_of(None, JobTimeoutError("late")) is AttemptEnd.FAILED
+    assert end_of(RuntimeError("x"), JobAbortedError("stop")) is AttemptEnd.RELEASED
+
+
+def test_an_attempt_that_was_not_aborted_ends_as_the_job_did() -> None:
+    assert end_of(None, None) is AttemptEnd.SUCCEEDED
+    assert end_of(RuntimeError("x"), None) is AttemptEnd.FAILED
+
+
+def test_a_failed_attempt_is_retried_or_dead_by_its_retry_instant() -> None:
+    assert run_status(AttemptEnd.FAILED, NOW) is RunStatus.RETRIED
+    assert run_status(AttemptEnd.FAILED, None) is RunStatus.DEAD
+    assert run_status(AttemptEnd.SUCCEEDED, None) is RunStatus.SUCCEEDED
+    assert run_status(AttemptEnd.RELEASED, None) is RunStatus.RELEASED
+    assert run_status(AttemptEnd.INTERRUPTED, None) is RunStatus.INTERRUPTED
+
+
+def test_a_lease_is_renewed_three_times_per_lease() -> None:
+    assert heartbeat_interval_ms(30_000) == 10_000
+    assert heartbeat_interval_ms(2) == 1
+
+
+def test_the_tenant_key_is_the_tenant_or_the_empty_text() -> None:
+    assert tenant_key_of(EnqueuedBy(tenant_id="t-1")) == "t-1"
+    assert tenant_key_of(EnqueuedBy()) == ""
