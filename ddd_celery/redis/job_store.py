@@ -39,8 +39,10 @@ class RedisJobStore(JobStore):
 
     Each method is one round trip: an EVALSHA of a Lua script (which Redis runs atomically), or
     one HGETALL for ``find`` and ``stats``; ``purge_finished`` takes one more per
-    ``PURGE_BATCH`` jobs it deletes. The key layout is documented in ``lua/job_lib.lua``, which
-    every script starts with. Time comes from the caller (``now``); instants are kept to the
+    ``PURGE_BATCH`` jobs it deletes. ``list_jobs`` of a tenant reads its index until it has
+    ``limit`` jobs; jobs of the same instant (run_at, enqueued_at) come in the order of their
+    ids, not of their adds. The key layout is documented in ``lua/job_lib.lua``, which every
+    script starts with. Time comes from the caller (``now``); instants are kept to the
     millisecond. ``add`` is not transactional: the queue adds after the commit. Raises
     ``StoreUnavailableError`` when Redis cannot be asked, ``LostLeaseError`` for a report whose
     lease is no longer the job's.
