@@ -33,8 +33,6 @@ from redis import Redis
 from ddd_celery.background import JobStatus, RunStatus
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.background import BackgroundJobs, install_background_jobs
-from ddd_celery.celery.registry import jobs_of
-from ddd_celery.celery.relay import RELAY_JOB
 from ddd_celery.kernel import InMemoryLock, SystemClock
 from ddd_celery.kernel.unit_of_work import InMemoryUnitOfWork
 from ddd_celery.redis.job_store import RedisJobStore
@@ -52,9 +50,7 @@ class Wired:
     failures: list[BaseException]
 
     def relay(self) -> None:
-        run = jobs_of(self.app).jobs[RELAY_JOB].inline
-        assert run is not None
-        run(self.registry.clock.now())
+        self.registry.relay.run()
 
 
 @pytest.fixture

@@ -110,6 +110,15 @@ def install_background_jobs(
     declared = _declarations(jobs)
     providers = dict(providers or {})
     check_providers(list(declared.values()), providers)
+    logger = logger or logging.getLogger(DEFAULT_LOGGER)
+    relay = Relay(
+        app,
+        store,
+        scheduled.clock,
+        batch=relay_batch,
+        redispatch_after_ms=redispatch_after_ms,
+        logger=logger,
+    )
     registry = BackgroundJobs(
         jobs=declared,
         store=store,
@@ -117,18 +126,11 @@ def install_background_jobs(
         ids=scheduled.ids,
         scope=scheduled.scope,
         recorder=BackgroundRecorder(logger=logger, metrics=metrics, on_run=on_run),
-        logger=logger or logging.getLogger(DEFAULT_LOGGER),
+        logger=logger,
         providers=providers,
         worker=WorkerSettings(lease_ms=lease_ms, heartbeat_ms=heartbeat_ms),
+        relay=relay,
         app=app,
-    )
-    relay = Relay(
-        app,
-        store,
-        scheduled.clock,
-        batch=relay_batch,
-        redispatch_after_ms=redispatch_after_ms,
-        logger=registry.logger,
     )
     scheduled.add_system_job(relay_job(relay, every_ms=relay_every_ms))
     for declaration in declared.values():

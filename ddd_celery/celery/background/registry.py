@@ -17,6 +17,7 @@ from ddd_celery.background.queue import StoredJobQueue
 from ddd_celery.background.store import JobStore
 from ddd_celery.celery.background.publisher import CeleryJobPublisher
 from ddd_celery.celery.registry import Provider, dependencies
+from ddd_celery.celery.relay import Relay
 from ddd_celery.declarations.background import BackgroundJobDeclaration
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.ids import IdGenerator
@@ -49,6 +50,8 @@ class BackgroundJobs:
     logger: logging.Logger
     providers: Mapping[type, Provider]
     worker: WorkerSettings
+    relay: Relay
+    """The system job beat runs (``ddd_celery.relay``); ``relay.run()`` runs one tick here."""
     app: Any
 
     def queue(

@@ -1,0 +1,224 @@
+"""The relay: beat's system job that hands back expired leases and publishes due jobs.
+
+On the in-memory store and a fixed clock, with an app on Celery's in-memory broker: what the
+relay publishes is watched through ``before_task_publish``, and beat is ticked by hand.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from background_jobs import ECHO, EchoJob, Seen
+from celery import Celery
+from celery.signals import before_task_publish
+
+from ddd_celery.background import InMemoryJobStore, JobStatus
+from ddd_celery.background.store import Dispatch, JobStore
+from ddd_celery.celery import install_jobs
+from ddd_celery.celery.background import BackgroundJobs, install_background_jobs
+from ddd_celery.celery.beat import JobBeatScheduler
+from ddd_celery.celery.relay import Relay
+from ddd_celery.kernel import FixedClock, InMemoryLock, Lease, Lock, iso_ms
+from ddd_celery.scheduling.outcomes import JobRun
+
+START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+class CountingStore(InMemoryJobStore):
+    """The in-memory store, counting the relay's queries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.take_due_calls = 0
+
+    def take_due(self, *, now: datetime, limit: int, redispatch_after_ms: int) -> list[Dispatch]:
+        self.take_due_calls += 1
+        return super().take_due(now=now, limit=limit, redispatch_after_ms=redispatch_after_ms)
+
+
+class KeyedLock(InMemoryLock):
+    """The in-memory lock, keeping the keys it was asked for."""
+
+    def __init__(self, clock: FixedClock) -> None:
+        super().__init__(clock)
+        self.asked: list[str] = []
+
+    def acquire(self, key: str, ttl_ms: int) -> Lease | None:
+        self.asked.append(key)
+        return super().acquire(key, ttl_ms)
+
+
+@dataclass
+class Setup:
+    app: Celery
+    clock: FixedClock
+    store: CountingStore
+    registry: BackgroundJobs
+    runs: list[JobRun] = field(default_factory=list)
+    published: list[tuple[str, dict[str, Any], Any, Any]] = field(default_factory=list)
+
+
+def build(clock: FixedClock, store: CountingStore, lock: Lock, **options: Any) -> Setup:
+    app = Celery(f"relay-{uuid.uuid4().hex[:8]}", broker="memory://", set_as_current=False)
+    runs: list[JobRun] = []
+    install_jobs(
+        app,
+        jobs=[],
+        lock=lock,
+        clock=clock,
+        environ={},
+        on_run=lambda run, error, detail: runs.append(run),
+    )
+    registry = install_background_jobs(
+        app, jobs=[EchoJob], store=store, providers={Seen: Seen}, **options
+    )
+    return Setup(app, clock, store, registry, runs)
+
+
+@pytest.fixture
+def setup() -> Iterator[Setup]:
+    clock = FixedClock(START)
+    built = build(clock, CountingStore(), InMemoryLock(clock), relay_batch=500)
+
+    def on_publish(sender: str = "", body: Any = None, headers: Any = None, **kw: Any) -> None:
+        if sender == ECHO:
+            headers = headers or {}
+            built.published.append(
+                (body[1]["job_id"], body[1], headers.get("eta"), kw.get("routing_key"))
+            )
+
+    before_task_publish.connect(on_publish, weak=False)
+    yield built
+    before_task_publish.disconnect(on_publish)
+    built.app.close()
+
+
+def relay_of(setup: Setup) -> Relay:
+    return setup.registry.relay
+
+
+def test_a_delayed_job_is_published_by_the_relay_once_due_without_an_eta(setup: Setup) -> None:
+    queue = setup.registry.queue()
+    job_id = queue.enqueue(EchoJob, {"text": "later"}, delay_ms=10_000)
+    relay = relay_of(setup)
+
+    assert relay.run().published == 0
+    setup.clock.advance(9_999)
+    assert relay.run().published == 0
+    setup.clock.advance(1)
+    assert relay.run().published == 1
+    assert relay.run().published == 0  # marked dispatched: not published twice
+
+    assert setup.published == [(job_id, {"job_id": job_id}, None, "celerybg")]
+
+
+def test_the_relay_publishes_batch_by_batch_until_a_batch_comes_back_short(
+    setup: Setup,
+) -> None:
+    queue = setup.registry.queue()
+    ids = [queue.enqueue(EchoJob, {"text": str(i)}, delay_ms=1) for i in range(1_200)]
+    setup.clock.advance(1)
+
+    tick = relay_of(setup).run()
+
+    assert tick.published == 1_200
+    assert setup.store.take_due_calls == 3  # 500, 500, 200
+    assert sorted(job_id for job_id, *_ in setup.published) == sorted(ids)
+
+
+def test_a_tick_publishes_at_most_max_batches_and_leaves_the_rest_to_the_next(
+    setup: Setup,
+) -> None:
+    queue = setup.registry.queue()
+    for i in range(25):
+        queue.enqueue(EchoJob, {"text": str(i)}, delay_ms=1)
+    setup.clock.advance(1)
+    relay = Relay(setup.app, setup.store, setup.clock, batch=10, max_batches=2)
+
+    assert relay.run().published == 20
+    assert relay.run().published == 5
+
+
+def test_a_lease_that_expired_is_handed_back_and_its_job_published_again(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    job_id = setup.registry.queue().enqueue(EchoJob, {"text": "orphan"})
+    claimed = setup.store.claim_job(job_id, now=setup.clock.now(), lease_ms=3_000)
+    assert claimed is not None  # a worker took it, then died
+    setup.published.clear()
+    caplog.set_level(logging.WARNING, logger="ddd_celery.background")
+
+    setup.clock.advance(2_999)
+    assert relay_of(setup).run().expired == 0
+    setup.clock.advance(2)
+    tick = relay_of(setup).run()
+
+    assert (tick.expired, tick.published) == (1, 1)
+    assert [job_id for job_id, *_ in setup.published] == [job_id]
+    found = setup.store.find(job_id, tenant_id=None)
+    assert found is not None
+    assert (found.status, found.last_error_code) == (JobStatus.FAILED, "JOB_INTERRUPTED")
+    [line] = [r for r in caplog.records if r.getMessage().startswith("Background job lease")]
+    assert (line.levelname, line.job_id, line.status) == ("WARNING", job_id, "failed")
+
+
+def test_beat_runs_the_relay_every_second_under_its_lock_and_records_each_occurrence() -> None:
+    clock = FixedClock(START)
+    lock, store = KeyedLock(clock), CountingStore()
+    beats = [build(clock, store, lock) for _ in range(2)]
+    schedulers = [JobBeatScheduler(app=beat.app) for beat in beats]
+    for scheduler in schedulers:
+        scheduler.tick()
+    for _ in range(3):
+        clock.advance(1_000)
+        for scheduler in schedulers:
+            scheduler.tick()
+
+    instants = [START + timedelta(seconds=s) for s in (1, 2, 3)]
+    keys = [
+        f"job:ddd_celery.relay:{at.isoformat(timespec='milliseconds')[:-6]}Z" for at in instants
+    ]
+    assert lock.asked == [key for key in keys for _ in range(2)]
+    outcomes = sorted((run.scheduled_at, run.outcome.value) for beat in beats for run in beat.runs)
+    assert outcomes == sorted(
+        [(at, "succeeded") for at in instants] + [(at, "skipped-locked") for at in instants]
+    )
+    assert store.take_due_calls == 3  # one query per instant, by the beat that locked it
+
+
+def test_beat_records_a_relay_that_fails_and_keeps_ticking(setup: Setup) -> None:
+    class DownStore(CountingStore):
+        def expire_leases(self, *, now: datetime, limit: int) -> list[Any]:
+            raise ConnectionError("the store is down")
+
+    clock = FixedClock(START)
+    built = build(clock, DownStore(), InMemoryLock(clock))
+    scheduler = JobBeatScheduler(app=built.app)
+    scheduler.tick()
+    clock.advance(1_000)
+    scheduler.tick()
+    clock.advance(1_000)
+    scheduler.tick()
+
+    assert [(run.outcome.value, run.error_type) for run in built.runs] == [
+        ("failed", "ConnectionError"),
+        ("failed", "ConnectionError"),
+    ]
+
+
+def test_install_background_jobs_needs_install_jobs_first_and_says_so() -> None:
+    app = Celery("bare", broker="memory://", set_as_current=False)
+    with pytest.raises(RuntimeError, match=r"install_jobs\(app, jobs=\[\], lock="):
+        install_background_jobs(app, jobs=[EchoJob], store=InMemoryJobStore())
+
+
+def test_the_relay_refuses_sizes_that_are_not_positive(setup: Setup) -> None:
+    store: JobStore = setup.store
+    with pytest.raises(ValueError, match="batch"):
+        Relay(setup.app, store, setup.clock, batch=0)
