@@ -181,9 +181,7 @@ def test_beat_runs_the_relay_every_second_under_its_lock_and_records_each_occurr
             scheduler.tick()
 
     instants = [START + timedelta(seconds=s) for s in (1, 2, 3)]
-    keys = [
-        f"job:ddd_celery.relay:{at.isoformat(timespec='milliseconds')[:-6]}Z" for at in instants
-    ]
+    keys = [f"job:ddd_celery.relay:{iso_ms(at)}" for at in instants]
     assert lock.asked == [key for key in keys for _ in range(2)]
     outcomes = sorted((run.scheduled_at, run.outcome.value) for beat in beats for run in beat.runs)
     assert outcomes == sorted(
