@@ -20,7 +20,7 @@ import logging
 import random as _random
 from collections import deque
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, NamedTuple
 
@@ -29,7 +29,9 @@ from celery.beat import BeatLazyFunc, Scheduler
 from ddd_celery.celery.beat_entries import BeatScheduleEntryError, job_name_of
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
+from ddd_celery.celery.tracing import send_span
 from ddd_celery.declarations.options import OverlapPolicy
+from ddd_celery.declarations.schedule import CronRule
 from ddd_celery.kernel.abort import AbortSignal
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.kernel.lock import Lease
@@ -53,6 +55,11 @@ from ddd_celery.scheduling.outcomes import Outcome
 from ddd_celery.scheduling.run_state import Claim
 
 logger = logging.getLogger(__name__)
+
+LISTED_AT_START = 50
+"""How many jobs beat logs one by one at start; past that, a line says how many more."""
+
+_NEVER = datetime.max.replace(tzinfo=UTC)
 
 RETRY_MS = 60_000
 """How long a job whose next instant could not be computed waits before beat tries again."""
@@ -122,6 +129,36 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         for job in jobs.jobs.values():
             if job.schedule.options.enabled:
                 self._resume(job, now, self._checkpoint(jobs, job))
+        self._log_jobs(jobs)
+
+    def _log_jobs(self, jobs: CeleryJobs) -> None:
+        """Log each job at INFO, soonest first: its schedule and first instant, UTC and local.
+
+        Past ``LISTED_AT_START`` jobs, one line says how many more there are.
+        """
+        firsts = {entry.job.name: entry.at for entry in self._due if entry.kind is _Kind.DUE}
+        listed = sorted(
+            jobs.jobs.values(),
+            key=lambda job: (job.name not in firsts, firsts.get(job.name, _NEVER), job.name),
+        )
+        for job in listed[:LISTED_AT_START]:
+            fields = {"job": job.name, "schedule": job.schedule.description}
+            at = firsts.get(job.name)
+            if not job.schedule.options.enabled:
+                logger.info("beat: job switched off", extra=fields)
+                continue
+            if at is not None:
+                fields["next_run_at"] = iso_ms(at)
+                rule = job.schedule.rule
+                if isinstance(rule, CronRule) and rule.time_zone != "UTC":
+                    fields["next_run_local"] = at.astimezone(rule.zone).isoformat("T", "seconds")
+            logger.info("beat: job scheduled", extra=fields)
+        if len(listed) > LISTED_AT_START:
+            logger.info(
+                "beat: %d more jobs not listed here; `celery jobs list` shows every job",
+                len(listed) - LISTED_AT_START,
+                extra={"jobs": len(listed)},
+            )
 
     def _warn_of_entries_not_installed(self, jobs: CeleryJobs) -> None:
         """Say which ``beat_schedule`` entries this scheduler will not send.
@@ -357,16 +394,18 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             "Scheduler: Sending due task %s (%s) of %s", job.name, job.task_name, iso_ms(at)
         )
         try:
-            if job.declared:
-                self.app.send_task(
-                    job.task_name,
-                    kwargs=OccurrenceMessage(at, correlation_id).to_kwargs(),
-                    queue=job.queue,
-                    expires=expires,
-                    serializer="json",
-                )
-            else:
-                self._send_entry(job)
+            with send_span(job.name, at, correlation_id) as headers:
+                if job.declared:
+                    self.app.send_task(
+                        job.task_name,
+                        kwargs=OccurrenceMessage(at, correlation_id).to_kwargs(),
+                        queue=job.queue,
+                        expires=expires,
+                        serializer="json",
+                        headers=headers,
+                    )
+                else:
+                    self._send_entry(job, headers)
         except Exception as error:
             occurrence.move(Event.FAILED)
             jobs.recorder.record(
@@ -406,14 +445,18 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         )
         jobs.recorder.record(ran(attempt, jobs.clock.now(), error, None), error)
 
-    def _send_entry(self, job: CeleryJob) -> None:
+    def _send_entry(self, job: CeleryJob, headers: dict[str, str]) -> None:
         """Send a ``beat_schedule`` entry as Celery's beat does: same task, arguments, options.
 
         ``send_task`` routes it by ``task_routes`` and the task's own options, as
-        ``apply_async`` would.
+        ``apply_async`` would; ``headers`` (the trace) are added to the entry's own.
         """
         options = dict(job.options)
-        options["headers"] = {**(options.get("headers") or {}), "celery_beat_task": True}
+        options["headers"] = {
+            **(options.get("headers") or {}),
+            **headers,
+            "celery_beat_task": True,
+        }
         args = [_evaluated(arg) for arg in job.args]
         kwargs = {name: _evaluated(value) for name, value in job.kwargs.items()}
         self.app.send_task(job.task_name, args, kwargs, **options)

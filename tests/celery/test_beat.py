@@ -278,6 +278,7 @@ def test_sends_the_job_task_with_the_occurrence_on_its_context_queue_expiring_wi
         "queue": "billing",
         "expires": datetime(2026, 3, 2, 10, 16, tzinfo=UTC),
         "serializer": "json",
+        "headers": {},  # the trace's, when a tracer provider is set (tests/celery/test_tracing)
     }
 
 

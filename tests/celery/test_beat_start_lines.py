@@ -1,0 +1,99 @@
+"""What beat logs at start: each job, its schedule and next run in UTC and in its own zone.
+
+Beat is built in this process on a fixed clock (no broker is asked at start), and its lines are
+read with ``caplog``.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from celery_support import AppFactory
+
+from ddd_celery.celery import install_jobs
+from ddd_celery.celery.beat import LISTED_AT_START, JobBeatScheduler
+from ddd_celery.declarations import JobExecution
+from ddd_celery.declarations.schedule import parse_job_schedule
+from ddd_celery.declarations.scheduled import ScheduledJobDeclaration
+from ddd_celery.kernel import FixedClock, InMemoryLock
+
+NOW = datetime(2026, 3, 28, 23, 30, tzinfo=UTC)
+"""The night before Paris moves its clocks forward (2026-03-29, 02:00 CET becomes 03:00 CEST)."""
+BEAT_LOGGER = "ddd_celery.celery.beat"
+
+
+class NoopJob:
+    def run(self, execution: JobExecution) -> None:
+        return None
+
+
+def declaration(name: str, **schedule: Any) -> ScheduledJobDeclaration:
+    return ScheduledJobDeclaration(
+        name=name,
+        context=name.split(".", 1)[0],
+        schedule=parse_job_schedule(schedule, job=name),
+        job_class=NoopJob,
+    )
+
+
+def start_beat(
+    make_app: AppFactory, caplog: pytest.LogCaptureFixture, jobs: list[ScheduledJobDeclaration]
+) -> list[logging.LogRecord]:
+    """Start a beat scheduler on ``jobs``; the INFO lines of the beat logger it wrote."""
+    app = make_app()
+    clock = FixedClock(NOW)
+    install_jobs(app, jobs=jobs, lock=InMemoryLock(clock), clock=clock, environ={})
+    caplog.set_level(logging.INFO, logger=BEAT_LOGGER)
+    JobBeatScheduler(app=app)
+    return [r for r in caplog.records if r.name == BEAT_LOGGER and r.levelno == logging.INFO]
+
+
+def test_each_job_is_logged_soonest_first_with_its_next_run_in_utc_and_its_zone(
+    make_app: AppFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    lines = start_beat(
+        make_app,
+        caplog,
+        [
+            declaration("billing.close-day", cron="30 2 * * *", time_zone="Europe/Paris"),
+            declaration("notification.send-due", every="15m"),
+            declaration("billing.old-export", every="1h", enabled=False),
+        ],
+    )
+
+    assert [(r.getMessage(), r.__dict__["job"]) for r in lines] == [
+        ("beat: job scheduled", "notification.send-due"),
+        ("beat: job scheduled", "billing.close-day"),
+        ("beat: job switched off", "billing.old-export"),
+    ]
+    every, cron, off = lines
+    assert every.__dict__["schedule"] == "every 15m"
+    assert every.__dict__["next_run_at"] == "2026-03-28T23:45:00.000Z"
+    assert "next_run_local" not in every.__dict__  # an interval counts in UTC
+    # 02:30 does not exist in Paris that night, so no run that day: the next is on the 30th,
+    # in summer time, which the local instant shows
+    assert cron.__dict__["schedule"] == "cron 30 2 * * * (Europe/Paris)"
+    assert cron.__dict__["next_run_at"] == "2026-03-30T00:30:00.000Z"
+    assert cron.__dict__["next_run_local"] == "2026-03-30T02:30:00+02:00"
+    assert off.__dict__["schedule"] == "every 1h"
+    assert "next_run_at" not in off.__dict__
+
+
+def test_past_the_cap_one_line_says_how_many_more_jobs_there_are(
+    make_app: AppFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    count = LISTED_AT_START + 7
+    jobs = [declaration(f"load.job-{index:03}", every="1h") for index in range(count)]
+
+    lines = start_beat(make_app, caplog, jobs)
+
+    *listed, summary = lines
+    assert len(listed) == LISTED_AT_START
+    assert [r.__dict__["job"] for r in listed] == [f"load.job-{i:03}" for i in range(50)]
+    assert summary.getMessage() == (
+        "beat: 7 more jobs not listed here; `celery jobs list` shows every job"
+    )
+    assert summary.__dict__["jobs"] == count
