@@ -1,25 +1,32 @@
-"""``celery -A app jobs list`` and ``celery -A app jobs run-now <name>``.
+"""``celery -A app jobs list | next <name> | run-now <name>``: the operator's commands.
 
 Installed through the ``celery.commands`` entry point, so the commands take ``-A`` like every
 other ``celery`` command and read the jobs ``install_jobs`` put on the app.
 
 A fresh process has handled no occurrence itself: beat and the workers have. ``list`` shows what
 the shared stores can tell (the run in progress from the run state, the last occurrence handled
-from the checkpoints, the latest outcome from the last runs) and says when it cannot know.
+from the checkpoints, the latest outcome from the last runs), says when it cannot know, and
+exits 1 naming the store it could not ask and why. Instants are shown in UTC and on the clocks
+of the job's zone, which is what a cron is read on.
 """
 
 from __future__ import annotations
 
+import json
+import traceback
 from collections.abc import Callable
-from datetime import datetime
-from typing import TypeVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
+from typing import Any, TypeVar
 
 import click
 from celery.bin.base import CeleryCommand
 
 from ddd_celery.celery.background_cli import background
+from ddd_celery.celery.config import JobsConfigError
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.tasks import run_here
+from ddd_celery.declarations.schedule import CronRule
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.errors import UnknownJobError
 from ddd_celery.scheduling.instants import next_occurrence
@@ -31,56 +38,106 @@ UNAVAILABLE = "unavailable"
 UNTRACKED = "untracked"
 """RUNNING and LAST OUTCOME of a ``beat_schedule`` entry: its task is the app's own, which
 reports neither its end nor its outcome."""
+NEVER_BY_TIME = "never by time"
 COLUMNS = (
     "NAME",
     "SCHEDULE",
     "ENABLED",
     "QUEUE",
-    "NEXT RUN",
+    "NEXT RUN (UTC)",
+    "NEXT RUN (JOB'S ZONE)",
     "RUNNING",
     "LAST HANDLED",
     "LAST OUTCOME",
 )
+RUN_STATE, CHECKPOINTS, LAST_RUNS = "run state", "checkpoints", "last runs"
+NEXT_COUNT = 5
 
 _T = TypeVar("_T")
 
 
 @click.group(name="jobs")
 def jobs() -> None:
-    """The scheduled jobs installed on the app: list them, run one now."""
+    """The scheduled jobs installed on the app: list them, show their next runs, run one now."""
 
 
 jobs.add_command(background)
 
 
 @jobs.command(name="list", cls=CeleryCommand)
+@click.option("--json", "as_json", is_flag=True, help="Print the jobs as JSON.")
 @click.pass_context
-def list_jobs(ctx: click.Context) -> None:
-    """Each job: schedule, enabled, queue, next run, run in progress, last handled, last outcome."""
+def list_jobs(ctx: click.Context, as_json: bool) -> None:
+    """Each job: schedule, enabled, queue, next run, run in progress, last handled, last outcome.
+
+    Exits 1 when a store could not be asked (the table still lists what is known).
+    """
     registry = _registry(ctx)
     now = registry.clock.now()
-    rows = [_row(registry, job, now) for job in registry.jobs.values()]
-    widths = [max(len(row[i]) for row in [COLUMNS, *rows]) for i in range(len(COLUMNS))]
-    for row in [COLUMNS, *rows]:
-        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        click.echo("  ".join(cells).rstrip())
-    for note in _notes(registry):
-        click.echo(note)
+    stores = _Stores()
+    listed = [_listed(registry, job, now, stores) for job in registry.jobs.values()]
+    if as_json:
+        click.echo(json.dumps(_as_json(ctx, now, listed, registry, stores), indent=2))
+    elif not listed:
+        click.echo(_no_jobs(ctx))
+    else:
+        _table([COLUMNS, *(item.row for item in listed)])
+        for note in _notes(registry):
+            click.echo(note)
+    for store, (adapter, error) in stores.unavailable.items():
+        click.echo(f"The {store} ({adapter}) could not be asked: {_why(error)}", err=True)
+    if stores.unavailable:
+        ctx.exit(1)
+
+
+@jobs.command(name="next", cls=CeleryCommand)
+@click.argument("name")
+@click.option(
+    "--count",
+    default=NEXT_COUNT,
+    show_default=True,
+    type=click.IntRange(min=1, max=1000),
+    help="How many instants to show.",
+)
+@click.pass_context
+def next_command(ctx: click.Context, name: str, count: int) -> None:
+    """The next instants of the job NAME, in UTC and on the clocks of its zone.
+
+    The way to check a cron across a change of daylight saving time before it bites: a time
+    that does not exist that day is skipped, one that occurs twice runs once.
+    """
+    registry = _registry(ctx)
+    job = _job(registry, name)
+    zone = zone_of(job)
+    click.echo(f"{job.name}: {job.schedule.description}")
+    if not job.schedule.options.enabled:
+        click.echo("disabled: never started by time; these are the instants it would have")
+    rows: list[tuple[str, ...]] = [("UTC", f"{zone} (the job's zone)")]
+    at = registry.clock.now()
+    for _ in range(count):
+        at = next_occurrence(job.schedule, at)
+        rows.append((iso_ms(at), local_time(at, zone)))
+    _table(rows)
 
 
 @jobs.command(name="run-now", cls=CeleryCommand)
 @click.argument("name")
+@click.option(
+    "--traceback",
+    "show_traceback",
+    is_flag=True,
+    help="On failure, print the error's message and traceback (they may quote data).",
+)
 @click.pass_context
-def run_now_command(ctx: click.Context, name: str) -> None:
-    """Run the job NAME once, in this process, as a worker would (no lock)."""
+def run_now_command(ctx: click.Context, name: str, show_traceback: bool) -> None:
+    """Run the job NAME once, in this process, as a worker would (no lock).
+
+    Exits 0 when it succeeded, 1 when it failed, 2 for a name no job has.
+    """
     registry = _registry(ctx)
+    _job(registry, name)
     try:
         record, error = run_here(registry, name)
-    except UnknownJobError:
-        known = ", ".join(sorted(registry.jobs)) or "none"
-        raise click.BadParameter(
-            f"no job is named {name!r}; the jobs are: {known}", param_hint="NAME"
-        ) from None
     except TypeError as refused:  # a beat_schedule entry
         raise click.UsageError(str(refused)) from None
     ran = (
@@ -88,55 +145,145 @@ def run_now_command(ctx: click.Context, name: str) -> None:
         f"correlation id {record.correlation_id})"
     )
     if error is not None:
-        # The code and type only, as the log line: an error's message may quote data.
+        # The code and type only by default, as the log line: an error's message may quote data.
         click.echo(f"{name} failed: {record.error_code} ({record.error_type}) {ran}", err=True)
+        if show_traceback:
+            click.echo("".join(traceback.format_exception(error)).rstrip(), err=True)
+        else:
+            click.echo("--traceback shows the error's message and traceback", err=True)
         ctx.exit(1)
     click.echo(f"{name} succeeded {ran}")
+
+
+def zone_of(job: CeleryJob) -> tzinfo:
+    """The zone a job's schedule is read in: its cron's, or UTC for an interval."""
+    rule = job.schedule.rule
+    return rule.zone if isinstance(rule, CronRule) else UTC
+
+
+def local_time(at: datetime, zone: tzinfo) -> str:
+    """``2026-03-29T03:00:00+02:00 CEST``: the wall clock of ``zone``, its offset and its name."""
+    local = at.astimezone(zone)
+    spec = "milliseconds" if local.microsecond else "seconds"
+    return f"{local.isoformat(timespec=spec)} {local.tzname()}"
+
+
+@dataclass
+class _Listed:
+    """One job as listed: the table's row, and the same as data for ``--json``."""
+
+    row: tuple[str, ...]
+    data: dict[str, Any]
+
+
+@dataclass
+class _Stores:
+    """The stores asked while listing, and why each that failed could not be asked."""
+
+    unavailable: dict[str, tuple[str, BaseException]] = field(default_factory=dict)
+    """``{store: (its adapter's class, the first error)}``."""
+
+    def ask(
+        self, store: str, adapter: object, ask: Callable[[], _T | None]
+    ) -> tuple[_T | None, bool]:
+        """What the store answers, and whether it could be asked: listing never stops."""
+        try:
+            return ask(), True
+        except Exception as error:
+            self.unavailable.setdefault(store, (type(adapter).__name__, error))
+            return None, False
 
 
 def _registry(ctx: click.Context) -> CeleryJobs:
     try:
         return jobs_of(ctx.obj.app)
-    except LookupError as error:
+    except (LookupError, JobsConfigError) as error:
         raise click.UsageError(str(error)) from None
 
 
-def _row(registry: CeleryJobs, job: CeleryJob, now: datetime) -> tuple[str, ...]:
+def _job(registry: CeleryJobs, name: str) -> CeleryJob:
+    try:
+        return registry.job(name)
+    except UnknownJobError:
+        known = ", ".join(sorted(registry.jobs)) or "none"
+        raise click.BadParameter(
+            f"no job is named {name!r}; the jobs are: {known}", param_hint="NAME"
+        ) from None
+
+
+def _listed(registry: CeleryJobs, job: CeleryJob, now: datetime, stores: _Stores) -> _Listed:
     enabled = job.schedule.options.enabled
-    return (
+    zone = zone_of(job)
+    at = next_occurrence(job.schedule, now) if enabled else None
+    running, running_data = _running(registry, job, stores)
+    handled, handled_data = _last_handled(registry, job, stores)
+    outcome, outcome_data = _last_outcome(registry, job, stores)
+    row = (
         job.name,
         job.schedule.description,
         "yes" if enabled else "no",
         job.queue or "(task's own)",
-        iso_ms(next_occurrence(job.schedule, now)) if enabled else "never by time",
-        _running(registry, job),
-        _last_handled(registry, job.name),
-        _last_outcome(registry, job),
+        NEVER_BY_TIME if at is None else iso_ms(at),
+        NEVER_BY_TIME if at is None else local_time(at, zone),
+        running,
+        handled,
+        outcome,
     )
+    data = {
+        "name": job.name,
+        "schedule": job.schedule.description,
+        "time_zone": str(zone),
+        "enabled": enabled,
+        "queue": job.queue,
+        "next_run_at": None if at is None else iso_ms(at),
+        "next_run_local": None if at is None else local_time(at, zone),
+        "running": running_data,
+        "last_handled": handled_data,
+        "last_outcome": outcome_data,
+    }
+    return _Listed(row, data)
 
 
-def _running(registry: CeleryJobs, job: CeleryJob) -> str:
+def _running(registry: CeleryJobs, job: CeleryJob, stores: _Stores) -> tuple[str, Any]:
     if not job.declared:
-        return UNTRACKED
+        return UNTRACKED, UNTRACKED
     if isinstance(registry.run_state, InMemoryJobRunState):
-        return UNKNOWN
-    return _asked(lambda: registry.run_state.running(job.name), none="no", show=iso_ms)
+        return UNKNOWN, UNKNOWN
+    running, asked = stores.ask(
+        RUN_STATE, registry.run_state, lambda: registry.run_state.running(job.name)
+    )
+    if not asked:
+        return UNAVAILABLE, UNAVAILABLE
+    return ("no", None) if running is None else (iso_ms(running), iso_ms(running))
 
 
-def _last_handled(registry: CeleryJobs, name: str) -> str:
+def _last_handled(registry: CeleryJobs, job: CeleryJob, stores: _Stores) -> tuple[str, Any]:
     checkpoints = registry.checkpoints
     if checkpoints is None:
-        return UNKNOWN
-    return _asked(lambda: checkpoints.read(name), none="never", show=iso_ms)
+        return UNKNOWN, UNKNOWN
+    handled, asked = stores.ask(CHECKPOINTS, checkpoints, lambda: checkpoints.read(job.name))
+    if not asked:
+        return UNAVAILABLE, UNAVAILABLE
+    return ("never", None) if handled is None else (iso_ms(handled), iso_ms(handled))
 
 
-def _last_outcome(registry: CeleryJobs, job: CeleryJob) -> str:
+def _last_outcome(registry: CeleryJobs, job: CeleryJob, stores: _Stores) -> tuple[str, Any]:
     if not job.declared:
-        return UNTRACKED
+        return UNTRACKED, UNTRACKED
     last_runs = registry.last_runs
     if last_runs is None:
-        return UNKNOWN
-    return _asked(lambda: last_runs.read(job.name), none="none yet", show=_outcome)
+        return UNKNOWN, UNKNOWN
+    run, asked = stores.ask(LAST_RUNS, last_runs, lambda: last_runs.read(job.name))
+    if not asked:
+        return UNAVAILABLE, UNAVAILABLE
+    if run is None:
+        return "none yet", None
+    return _outcome(run), {
+        "outcome": run.outcome.value,
+        "error_code": run.error_code,
+        "error_type": run.error_type,
+        "scheduled_at": iso_ms(run.scheduled_at),
+    }
 
 
 def _outcome(run: JobRun) -> str:
@@ -144,30 +291,75 @@ def _outcome(run: JobRun) -> str:
     return " ".join(filter(None, (run.outcome.value, run.error_code, iso_ms(run.scheduled_at))))
 
 
-def _asked(ask: Callable[[], _T | None], *, none: str, show: Callable[[_T], str]) -> str:
-    """What a store answers, or ``unavailable`` when it cannot be asked: listing never fails."""
-    try:
-        answer = ask()
-    except Exception:
-        return UNAVAILABLE
-    return none if answer is None else show(answer)
+def _why(error: BaseException) -> str:
+    """The error and what caused it, type and message: a store's connection error quotes no job
+    data, and the operator needs to know which host refused and how."""
+    causes = [error]
+    while causes[-1].__cause__ is not None and len(causes) < 5:
+        causes.append(causes[-1].__cause__)
+    return "; caused by ".join(f"{type(cause).__name__}: {cause}" for cause in causes)
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        click.echo("  ".join(cells).rstrip())
+
+
+def _no_jobs(ctx: click.Context) -> str:
+    return (
+        f"No job is installed on app {getattr(ctx.obj.app, 'main', None)!r}. "
+        "If install_jobs(app, jobs=collect_scheduled_jobs('<context>')) names your contexts, "
+        "check that each context folder, and each folder down to the job's module, is a package "
+        "(holds an __init__.py) and that the job's class is decorated with @scheduled."
+    )
+
+
+def _as_json(
+    ctx: click.Context,
+    now: datetime,
+    listed: list[_Listed],
+    registry: CeleryJobs,
+    stores: _Stores,
+) -> dict[str, Any]:
+    adapters = {
+        RUN_STATE: registry.run_state,
+        CHECKPOINTS: registry.checkpoints,
+        LAST_RUNS: registry.last_runs,
+    }
+    return {
+        "app": getattr(ctx.obj.app, "main", None),
+        "now": iso_ms(now),
+        "jobs": [item.data for item in listed],
+        "stores": {
+            name.replace(" ", "_"): {
+                "adapter": None if adapter is None else type(adapter).__name__,
+                "unavailable": (
+                    _why(stores.unavailable[name][1]) if name in stores.unavailable else None
+                ),
+            }
+            for name, adapter in adapters.items()
+        },
+    }
 
 
 def _notes(registry: CeleryJobs) -> list[str]:
+    how = "set app.conf.ddd_celery_redis_url (a Redis broker is used by default) or pass"
     notes: list[str] = []
     if isinstance(registry.run_state, InMemoryJobRunState):
         notes.append(
             f"RUNNING is {UNKNOWN}: the run state is in process memory; "
-            "install_jobs(run_state=RedisJobRunState(...)) shares it."
+            f"{how} install_jobs(run_state=RedisJobRunState(...)) to share it."
         )
     if registry.checkpoints is None:
         notes.append(
             f"LAST HANDLED is {UNKNOWN}: no checkpoints; "
-            "install_jobs(checkpoints=RedisJobCheckpoints(...)) keeps them."
+            f"{how} install_jobs(checkpoints=RedisJobCheckpoints(...)) to keep them."
         )
     if registry.last_runs is None:
         notes.append(
             f"LAST OUTCOME is {UNKNOWN}: no last runs; "
-            "install_jobs(last_runs=RedisJobLastRuns(...)) keeps them."
+            f"{how} install_jobs(last_runs=RedisJobLastRuns(...)) to keep them."
         )
     return notes

@@ -62,32 +62,46 @@ def test_list_shows_each_jobs_schedule_enabled_queue_and_next_run(make_app: AppF
     result = invoke(app, "list")
 
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[0].split() == [
+    assert [c.strip() for c in row_of(result.output, "NAME")] == [
         "NAME",
         "SCHEDULE",
         "ENABLED",
         "QUEUE",
-        "NEXT",
-        "RUN",
+        "NEXT RUN (UTC)",
+        "NEXT RUN (JOB'S ZONE)",
         "RUNNING",
-        "LAST",
-        "HANDLED",
-        "LAST",
-        "OUTCOME",
+        "LAST HANDLED",
+        "LAST OUTCOME",
     ]
-    assert [c.strip() for c in row_of(result.output, SYNC)][:5] == [
+    assert [c.strip() for c in row_of(result.output, SYNC)][:6] == [
         SYNC,
         "every 1h",
         "yes",
         "probe",
         "2026-03-02T10:00:00.000Z",
+        "2026-03-02T10:00:00+00:00 UTC",
     ]
-    assert [c.strip() for c in row_of(result.output, ASYNC)][:5] == [
+    assert [c.strip() for c in row_of(result.output, ASYNC)][:6] == [
         ASYNC,
         "cron 0 7 * * 1-5 (UTC)",
         "yes",
         "probe",
         "2026-03-03T07:00:00.000Z",
+        "2026-03-03T07:00:00+00:00 UTC",
+    ]
+
+
+def test_list_shows_each_next_run_on_the_clocks_of_the_jobs_zone_too(
+    make_app: AppFactory,
+) -> None:
+    paris = {"schedule": {"cron": "0 7 * * 1-5", "time_zone": "Europe/Paris"}}
+    app, _ = wire(make_app, Probe(), settings={ASYNC: paris})
+
+    result = invoke(app, "list")
+
+    assert [c.strip() for c in row_of(result.output, ASYNC)][4:6] == [
+        "2026-03-03T06:00:00.000Z",
+        "2026-03-03T07:00:00+01:00 CET",
     ]
 
 
@@ -96,9 +110,10 @@ def test_list_shows_a_disabled_job_as_never_run_by_time(make_app: AppFactory) ->
 
     result = invoke(app, "list")
 
-    assert [c.strip() for c in row_of(result.output, SYNC)][2:5] == [
+    assert [c.strip() for c in row_of(result.output, SYNC)][2:6] == [
         "no",
         "probe",
+        "never by time",
         "never by time",
     ]
 
@@ -110,7 +125,7 @@ def test_list_says_what_a_process_cannot_know_without_shared_stores(
 
     result = invoke(app, "list")
 
-    assert [c.strip() for c in row_of(result.output, SYNC)][5:] == ["unknown"] * 3
+    assert [c.strip() for c in row_of(result.output, SYNC)][6:] == ["unknown"] * 3
     assert "RedisJobRunState" in result.output
     assert "RedisJobCheckpoints" in result.output
     assert "RedisJobLastRuns" in result.output
@@ -140,12 +155,12 @@ def test_list_shows_the_run_in_progress_the_last_handled_and_the_last_outcome_fr
 
     result = invoke(app, "list")
 
-    assert [c.strip() for c in row_of(result.output, SYNC)][5:] == [
+    assert [c.strip() for c in row_of(result.output, SYNC)][6:] == [
         "2026-03-02T09:00:00.000Z",
         "2026-03-02T09:00:00.000Z",
         "failed JOB_TIMEOUT 2026-03-02T08:00:00.000Z",
     ]
-    assert [c.strip() for c in row_of(result.output, ASYNC)][5:] == ["no", "never", "none yet"]
+    assert [c.strip() for c in row_of(result.output, ASYNC)][6:] == ["no", "never", "none yet"]
     assert "install_jobs(" not in result.output
 
 
@@ -179,10 +194,10 @@ def test_list_shows_the_outcome_a_worker_recorded_on_the_shared_store(
     result = invoke(cli, "list")
 
     assert result.exit_code == 0, result.output
-    assert [c.strip() for c in row_of(result.output, SYNC)][7:] == [
+    assert [c.strip() for c in row_of(result.output, SYNC)][8:] == [
         "failed NOTHING_DUE 2026-03-02T09:00:00.000Z"
     ]
-    assert [c.strip() for c in row_of(result.output, ASYNC)][7:] == [
+    assert [c.strip() for c in row_of(result.output, ASYNC)][8:] == [
         "succeeded 2026-03-02T08:00:00.000Z"
     ]
     assert "client 42" not in result.output
@@ -194,7 +209,7 @@ def test_list_shows_the_outcome_of_a_run_now_of_the_command(make_app: AppFactory
     invoke(app, "run-now", SYNC)
     result = invoke(app, "list")
 
-    assert [c.strip() for c in row_of(result.output, SYNC)][7:] == [
+    assert [c.strip() for c in row_of(result.output, SYNC)][8:] == [
         "succeeded 2026-03-02T09:58:30.000Z"
     ]
 
@@ -218,13 +233,14 @@ def test_list_shows_a_beat_schedule_entry_on_its_own_task_with_no_run_tracked(
     assert [c.strip() for c in row_of(result.output, "beat.flush")][3:] == [
         "(task's own)",
         "2026-03-02T10:00:00.000Z",
+        "2026-03-02T10:00:00+00:00 UTC",
         "untracked",
         "unknown",
         "untracked",
     ]
 
 
-def test_list_still_lists_when_the_stores_cannot_be_asked(
+def test_list_still_lists_when_the_stores_cannot_be_asked_and_says_which_and_why(
     make_app: AppFactory, closed_port_url: str
 ) -> None:
     down = connect(closed_port_url)
@@ -238,8 +254,16 @@ def test_list_still_lists_when_the_stores_cannot_be_asked(
 
     result = invoke(app, "list")
 
-    assert result.exit_code == 0, result.output
-    assert [c.strip() for c in row_of(result.output, SYNC)][5:] == ["unavailable"] * 3
+    assert result.exit_code == 1, result.output
+    assert [c.strip() for c in row_of(result.stdout, SYNC)][6:] == ["unavailable"] * 3
+    errors = result.stderr.splitlines()
+    assert [line.split(":")[0] for line in errors] == [
+        "The run state (RedisJobRunState) could not be asked",
+        "The checkpoints (RedisJobCheckpoints) could not be asked",
+        "The last runs (RedisJobLastRuns) could not be asked",
+    ]
+    assert all("StoreUnavailableError: Redis could not be asked" in line for line in errors)
+    assert all("caused by ConnectionError: Error 111" in line for line in errors)
 
 
 def test_run_now_runs_the_job_here_and_says_it_succeeded(make_app: AppFactory) -> None:
@@ -303,6 +327,7 @@ class SayHelloJob:
 
 
 app = Celery("cli_app", broker=os.environ["BROKER_URL_FOR_TEST"])
+app.conf.ddd_celery_redis_url = None  # the stores in this process's memory, the lock given
 install_jobs(app, jobs=[SayHelloJob], lock=InMemoryLock(SystemClock()))
 '''
 
