@@ -16,6 +16,9 @@ from ddd_celery.declarations.errors import DeclarationError
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _NUMBER = re.compile(r"[0-9]+")
+_MAX_DIGITS = 4
+_MAX_LENGTH = 400
+"""Longer than any expression of five fields listing every value; it is never quoted whole."""
 _LONGEST_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 """Days a month can have; February has 29 in leap years, so ``0 0 29 2 *`` fires."""
 
@@ -81,6 +84,11 @@ class CronFields:
 
 def parse_cron(expression: str) -> CronFields:
     """Read ``expression``; raise ``DeclarationError`` saying what cannot be read, and why."""
+    if len(expression) > _MAX_LENGTH:
+        raise DeclarationError(
+            f"cron {expression[:20]!r}... is {len(expression)} characters long: out of range "
+            f"for five fields (at most {_MAX_LENGTH})"
+        )
     if expression.startswith("@"):
         raise DeclarationError(
             f"cron {expression!r}: nicknames such as @daily are not supported; "
@@ -130,6 +138,8 @@ def _parse_field(text: str, field: _Field, expression: str) -> tuple[int, ...]:
         if slash:
             if not _NUMBER.fullmatch(step_text):
                 raise DeclarationError(f"cannot read {where}: the step must be a number")
+            if len(step_text) > _MAX_DIGITS:
+                raise DeclarationError(f"cannot read {where}: the step is out of range")
             step = int(step_text)
             if step == 0:
                 raise DeclarationError(f"cannot read {where}: the step is zero")
@@ -159,6 +169,10 @@ def _parse_field(text: str, field: _Field, expression: str) -> tuple[int, ...]:
 
 def _value(token: str, field: _Field, where: str) -> int:
     if _NUMBER.fullmatch(token):
+        if len(token) > _MAX_DIGITS:  # int() of thousands of digits raises a bare ValueError
+            raise DeclarationError(
+                f"cannot read {where}: {token[:8]}... is out of range {field.low}-{field.high}"
+            )
         value = int(token)
         if not field.low <= value <= field.high:
             raise DeclarationError(

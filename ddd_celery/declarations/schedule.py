@@ -21,10 +21,20 @@ from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.options import JobOptions, MissedPolicy, OverlapPolicy, Tenancy
 
 _UNITS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1_000, "ms": 1}
+_MAX_DIGITS = 12
+"""More digits than that is more than 366 days in any unit; ``int`` is never asked to read it."""
 _EVERY = re.compile(r"([0-9]+)(ms|s|m|h|d)")
 _ZONE_NAME = re.compile(r"[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*")
 """IANA names are words joined by '/': anything else (a path, '..') is never looked up."""
 _MS = timedelta(milliseconds=1)
+
+MAX_EVERY_MS = 366 * 86_400_000
+"""The longest interval: a year and a day. Longer ones would fall past the year 9999 for most
+of the calendar; what runs yearly is a cron (``0 0 1 1 *``)."""
+MAX_TIMEOUT_MS = 7 * 86_400_000
+"""A week: the lock of an occurrence lives this long, and stores refuse absurd times to live."""
+MAX_JITTER_MS = 86_400_000
+"""A day: a jitter longer than that is a schedule of its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +52,11 @@ class IntervalRule:
             raise DeclarationError(f"'every' must be an int of milliseconds, got {self.every_ms!r}")
         if self.every_ms <= 0:
             raise DeclarationError(f"'every' must be positive, got {self.every_ms} ms")
+        if self.every_ms > MAX_EVERY_MS:
+            raise DeclarationError(
+                f"'every' must be at most 366 days ({MAX_EVERY_MS} ms), got {self.every_ms} ms; "
+                "write a cron such as '0 0 1 1 *' for a yearly job"
+            )
 
     @property
     def description(self) -> str:
@@ -153,6 +168,8 @@ def _every_ms(every: object) -> int:
                 f"'every' {every!r} cannot be read: write a whole number and one of the units "
                 "ms, s, m, h, d, such as '500ms', '30s', '15m', '2h', '1d'"
             )
+        if len(match[1]) > _MAX_DIGITS:
+            raise DeclarationError(f"'every' {every!r} is longer than 366 days")
         every_ms = int(match[1]) * _UNITS[match[2]]
         if every_ms == 0:
             raise DeclarationError(f"'every' must be positive, got {every!r}")
@@ -207,7 +224,7 @@ def _flag(value: object, key: str) -> bool:
     return value
 
 
-def _milliseconds(*, low: int, optional: bool) -> Callable[..., Any]:
+def _milliseconds(*, low: int, high: int, optional: bool) -> Callable[..., Any]:
     def read(value: object, key: str) -> int | None:
         if value is None and optional:
             return None
@@ -217,6 +234,8 @@ def _milliseconds(*, low: int, optional: bool) -> Callable[..., Any]:
         if value < low:
             bound = "positive" if low > 0 else "zero or more"
             raise DeclarationError(f"{key!r} must be {bound}, got {value}")
+        if value > high:
+            raise DeclarationError(f"{key!r} must be at most {high} ms, got {value}")
         return value
 
     return read
@@ -236,8 +255,8 @@ _RULE_KEYS = ("every", "cron", "time_zone")
 _OPTIONS: dict[str, Callable[..., Any]] = {
     "overlap": _choice(OverlapPolicy),
     "missed": _choice(MissedPolicy),
-    "timeout_ms": _milliseconds(low=1, optional=True),
-    "jitter_ms": _milliseconds(low=0, optional=False),
+    "timeout_ms": _milliseconds(low=1, high=MAX_TIMEOUT_MS, optional=True),
+    "jitter_ms": _milliseconds(low=0, high=MAX_JITTER_MS, optional=False),
     "enabled": _flag,
     "single_instance": _flag,
     "tenancy": _choice(Tenancy),

@@ -22,7 +22,7 @@ from bisect import bisect_left, bisect_right
 from datetime import UTC, date, datetime, timedelta
 
 from ddd_celery.declarations.cron import CronFields
-from ddd_celery.declarations.schedule import CronRule, ParsedJobSchedule
+from ddd_celery.declarations.schedule import CronRule, IntervalRule, ParsedJobSchedule
 from ddd_celery.kernel.instants import require_aware
 
 _DAY = 86_400
@@ -59,7 +59,7 @@ def next_occurrence(parsed: ParsedJobSchedule, after: datetime) -> datetime:
     fall after the year 9999.
     """
     require_aware(after, "after")
-    rule = parsed.rule
+    rule = _rule_of(parsed, "next_occurrence")
     if isinstance(rule, CronRule):
         return _instant(_cron_next(rule, _floor_seconds(after) + 1))
     step = rule.every_ms * 1000
@@ -76,13 +76,22 @@ def latest_occurrence(
     """
     require_aware(after, "after")
     require_aware(not_after, "not_after")
-    rule = parsed.rule
+    rule = _rule_of(parsed, "latest_occurrence")
     if isinstance(rule, CronRule):
         found = _cron_latest(rule, _floor_seconds(after) + 1, _floor_seconds(not_after))
         return None if found is None else _instant(found)
     step = rule.every_ms * 1000
     latest = _micros(not_after) // step * step
     return _EPOCH + latest * _MICROSECOND if latest > _micros(after) else None
+
+
+def _rule_of(parsed: ParsedJobSchedule, caller: str) -> IntervalRule | CronRule:
+    if not isinstance(parsed, ParsedJobSchedule):
+        raise TypeError(
+            f"{caller} takes a parsed schedule, parse_job_schedule({{'every': '15m'}}) say, "
+            f"not a {type(parsed).__name__}"
+        )
+    return parsed.rule
 
 
 def _cron_next(rule: CronRule, start: int) -> int:

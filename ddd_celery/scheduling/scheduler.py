@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ddd_celery.declarations.errors import DeclarationError
+from ddd_celery.declarations.names import check_job_name
 from ddd_celery.declarations.options import Tenancy
 from ddd_celery.declarations.schedule import ParsedJobSchedule, parse_job_schedule
 from ddd_celery.scheduling.execution import JobCallable
@@ -25,7 +26,12 @@ ScheduleInput = Mapping[str, Any] | ParsedJobSchedule
 def registered_schedule(
     name: str, schedule: ScheduleInput, tenancy: Tenancy | str | None
 ) -> ParsedJobSchedule:
-    """The schedule ``register`` keeps: parsed, with ``tenancy`` in place of its own if given."""
+    """The schedule ``register`` keeps: parsed, with ``tenancy`` in place of its own if given.
+
+    The name follows the rule of the declarations: a name with a newline or no context would be
+    a lock key, a metric label and a log field that nothing else can match.
+    """
+    check_job_name(name)
     parsed = parse_job_schedule(schedule, job=name)
     if tenancy is None:
         return parsed

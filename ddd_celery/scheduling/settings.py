@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SkipValidation,
+    StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -50,13 +51,14 @@ class JobSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool | None = None
+    enabled: StrictBool | None = None
+    """True or False only: ``"no"``, ``"off"`` or ``0`` are refused, never guessed."""
     schedule: ScheduleSettings | None = None
     overlap: OverlapPolicy | None = None
     missed: MissedPolicy | None = None
     timeout_ms: Annotated[StrictInt, Field(gt=0)] | None = None
     jitter_ms: Annotated[StrictInt, Field(ge=0)] | None = None
-    single_instance: bool | None = None
+    single_instance: StrictBool | None = None
     tenancy: Tenancy | None = None
 
     def options(self) -> dict[str, Any]:
@@ -85,6 +87,12 @@ def apply_job_settings(
     schedules = _schedules_of(declared)
     merged: dict[str, JobSettings] = {}
     for layer in settings:
+        if not isinstance(layer, Mapping):
+            raise TypeError(
+                "job settings are a mapping {job name: settings}, such as "
+                f"{{'billing.send-payment-reminders': {{'enabled': False}}}}, not a "
+                f"{type(layer).__name__}"
+            )
         unknown = sorted(set(layer) - set(schedules))
         if unknown:
             names = ", ".join(repr(name) for name in unknown)
