@@ -319,8 +319,11 @@ def test_a_per_tenant_job_without_a_directory_is_refused_naming_the_job() -> Non
         require_tenants(JOB, PER_TENANT, None)
 
 
-def test_a_global_job_needs_no_directory() -> None:
-    require_tenants(JOB, JobOptions(), None)
+def test_a_global_job_needs_no_directory_and_runs_once_in_no_tenant() -> None:
+    require_tenants(JOB, JobOptions(), None)  # refused for a per-tenant job, above
+
+    assert tenants_of(JOB, JobOptions(), None) == [None]
+    assert tenants_of(JOB, JobOptions(), InMemoryTenantDirectory(["acme"])) == [None]
 
 
 def test_the_deadline_is_the_start_plus_the_timeout_when_there_is_one() -> None:

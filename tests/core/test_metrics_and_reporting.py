@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
 import pytest
 
@@ -11,9 +12,9 @@ from ddd_celery.kernel import (
     InMemoryErrorReporter,
     InMemoryMetrics,
     LoggingErrorReporter,
-    Metrics,
-    NoMetrics,
 )
+from ddd_celery.scheduling.observability import RunRecorder
+from ddd_celery.scheduling.outcomes import JobRun, Outcome
 
 
 def test_a_counter_adds_per_label_set_and_sums_over_a_label_subset() -> None:
@@ -49,11 +50,19 @@ def test_a_histogram_keeps_every_observation_of_the_matching_series() -> None:
     assert sorted(metrics.observations("duration_ms")) == [12.5, 30.0, 99.0]
 
 
-def test_no_metrics_is_a_metrics_that_accepts_everything() -> None:
-    metrics: Metrics = NoMetrics()
+def test_a_recorder_without_metrics_measures_nothing_and_still_logs_and_observes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[str] = []
+    recorder = RunRecorder(on_run=lambda run, error, detail: seen.append(run.outcome.value))
 
-    metrics.increment("runs_total", {"job": "a.b"})
-    metrics.observe("duration_ms", 1.0, {})
+    with caplog.at_level(logging.INFO, logger="ddd_celery.scheduling"):
+        recorder.record(
+            JobRun("a.b", datetime(2026, 3, 2, tzinfo=UTC), Outcome.SUCCEEDED, context="a")
+        )
+
+    assert seen == ["succeeded"]
+    assert [r.getMessage() for r in caplog.records] == ["Scheduled job succeeded"]
 
 
 def test_a_domain_error_keeps_its_code_message_and_a_copy_of_its_details() -> None:

@@ -143,12 +143,18 @@ async def test_stop_returns_at_once_when_nothing_runs(
     assert fixed_clock.now() == at(9, 58, 30)
 
 
-async def test_stopping_a_scheduler_that_never_started_does_nothing(
+async def test_stopping_a_scheduler_that_never_started_leaves_it_ready_to_start(
     scheduler: ManualJobScheduler,
 ) -> None:
-    await scheduler.stop()
+    job = Recorder()
+    scheduler.register(name=JOB, schedule={"every": "15m"}, run=job)
 
-    assert scheduler.runs == []
+    await scheduler.stop()
+    await scheduler.start()
+    await scheduler.advance(2 * MINUTE)
+
+    assert job.due == [at(10, 0)]
+    await scheduler.stop()
 
 
 async def test_starting_twice_is_refused(scheduler: ManualJobScheduler) -> None:

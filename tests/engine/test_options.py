@@ -325,13 +325,24 @@ async def test_a_short_restart_never_replays_its_gap_and_the_next_instants_run_o
 async def test_without_checkpoints_a_restart_forgets_and_starts_from_the_instant_of_the_start(
     fixed_clock: FixedClock,
 ) -> None:
-    scheduler, timers, job = _restarted(fixed_clock, None)
-    scheduler.register(name=JOB, schedule={"every": "1h", "missed": "run-once"}, run=job)
-
-    await scheduler.start()
+    first, timers, job = _restarted(fixed_clock, None)
+    first.register(name=JOB, schedule={"every": "1h", "missed": "run-once"}, run=job)
+    await first.start()
     await timers.advance(2 * MINUTE)
+    await first.stop()
+    fixed_clock.set(at(12, 30))  # down for two hours and a half
 
-    assert job.due == [at(10, 0)]
+    seen: list[str] = []
+    second, timers, _ = _restarted(
+        fixed_clock, None, on_run=lambda run, error, detail: seen.append(run.outcome.value)
+    )
+    second.register(name=JOB, schedule={"every": "1h", "missed": "run-once"}, run=job)
+    await second.start()
+    await timers.advance(31 * MINUTE)
+
+    assert job.due == [at(10, 0), at(13, 0)]
+    assert seen == ["succeeded"]
+    await second.stop()
 
 
 class _BrokenCheckpoints(JobCheckpoints):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 from datetime import UTC, datetime
@@ -29,8 +30,18 @@ async def test_a_sync_job_runs_in_a_worker_thread_and_sees_the_callers_context()
     assert (request, same) == ("req-7", True)
 
 
-async def test_a_zero_sleep_returns() -> None:
+async def test_a_zero_sleep_hands_the_loop_to_the_tasks_that_are_ready() -> None:
+    ran: list[str] = []
+    other = asyncio.get_running_loop().create_task(_append(ran, "other"))
+
     await SystemJobTimers().sleep(0)
+
+    assert ran == ["other"]
+    await other
+
+
+async def _append(into: list[str], item: str) -> None:
+    into.append(item)
 
 
 async def test_a_negative_sleep_is_refused() -> None:
