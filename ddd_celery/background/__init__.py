@@ -54,6 +54,7 @@ from ddd_celery.background.store import (
     NewJob,
     StoredJob,
 )
+from ddd_celery.background.worker import QueueWorker
 
 __all__ = [
     "ATTEMPTS_EXHAUSTED",
@@ -84,6 +85,7 @@ __all__ = [
     "LostLeaseError",
     "NewJob",
     "OnBackgroundRun",
+    "QueueWorker",
     "RunStatus",
     "StoredJob",
     "StoredJobQueue",

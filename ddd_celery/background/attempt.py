@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -114,7 +114,7 @@ class BackgroundRegistration:
         *,
         name: str,
         run: BackgroundCallable,
-        options: BackgroundOptions | dict[str, Any] | None = None,
+        options: BackgroundOptions | Mapping[str, Any] | None = None,
     ) -> BackgroundRegistration:
         """A registration of ``run(payload, execution)``; the payload type read from it.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -53,3 +54,31 @@ class ReindexJob:
 
 def succeed(payload: Any, execution: BackgroundJobExecution) -> None:
     return None
+
+
+@background("ledger.import-patients", max_attempts=3, backoff_ms=1_000)
+class ImportPatientsJob:
+    """An async job without a timeout."""
+
+    def __init__(self, script: AsyncScript) -> None:
+        self._script = script
+
+    async def run(self, payload: Any, execution: BackgroundJobExecution) -> None:
+        await self._script(payload, execution)
+
+
+class Gate:
+    """An async script the test holds: each attempt waits until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.started: list[BackgroundJobExecution] = []
+        self.ended: list[BackgroundJobExecution] = []
+        self._open = asyncio.Event()
+
+    async def __call__(self, payload: Any, execution: BackgroundJobExecution) -> None:
+        self.started.append(execution)
+        await self._open.wait()
+        self.ended.append(execution)
+
+    def open(self) -> None:
+        self._open.set()
