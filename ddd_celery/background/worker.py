@@ -11,7 +11,8 @@ released, the attempt uncounted). It also hands back the jobs of workers that di
 
 It sleeps and runs sync jobs through its ``JobTimers``: a worker thread per sync attempt with
 the system timers, inline on ``ManualJobTimers`` in a spec. The store is called on the loop:
-each call is one short round trip.
+each call is one short round trip, and a claim is made and its attempts started in one step, so
+``stop()`` never finds a claim in flight whose jobs it would have to give back.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import logging
 import random as _random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, cast
 
 from ddd_celery.background.attempt import (
@@ -38,7 +40,7 @@ from ddd_celery.background.observability import (
     BackgroundRecorder,
     OnBackgroundRun,
 )
-from ddd_celery.background.rules import DEFAULT_LEASE_MS, heartbeat_interval_ms
+from ddd_celery.background.rules import DEFAULT_LEASE_MS, AttemptEnd, heartbeat_interval_ms
 from ddd_celery.background.store import ClaimedJob, JobLease, JobStore
 from ddd_celery.declarations.background import BackgroundOptions
 from ddd_celery.declarations.errors import DeclarationError
@@ -337,7 +339,7 @@ class QueueWorker:
             for watcher in watchers:
                 watcher.cancel()
         if reason is None:
-            outcome = job.result()
+            outcome = _outcome_of(job, started_at, self._clock.now())
         else:
             self._behind.add(job)
             job.add_done_callback(self._behind.discard)
@@ -407,6 +409,19 @@ class QueueWorker:
         await asyncio.wait((grace, every_run), return_when=asyncio.FIRST_COMPLETED)
         grace.cancel()
         every_run.cancel()
+
+
+def _outcome_of(
+    job: asyncio.Task[AttemptOutcome], started_at: datetime, ended_at: datetime
+) -> AttemptOutcome:
+    """What ``run_claimed`` returned; a job that cancelled itself (or raised a
+    ``BaseException`` through it) failed."""
+    if job.cancelled():
+        return AttemptOutcome(AttemptEnd.FAILED, asyncio.CancelledError(), started_at, ended_at)
+    error = job.exception()
+    if error is not None:
+        return AttemptOutcome(AttemptEnd.FAILED, error, started_at, ended_at)
+    return job.result()
 
 
 def _check_concurrency(concurrency: int | Mapping[str, int]) -> None:

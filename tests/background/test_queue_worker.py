@@ -769,3 +769,39 @@ async def test_each_attempt_is_counted_timed_and_logged_without_the_error_messag
         metrics.counter(BACKGROUND_RUNS_COUNTER, **labels, status="succeeded", error_code="") == 1
     )
     assert metrics.observations(BACKGROUND_DURATION_HISTOGRAM, **labels) == [0.0, 0.0]
+
+
+async def test_an_async_job_that_cancels_itself_fails_and_frees_its_slot(
+    jobs: StoredJobQueue, make_worker: Any, runs: Runs
+) -> None:
+    async def give_up(payload: Any, execution: BackgroundJobExecution) -> None:
+        raise asyncio.CancelledError
+
+    worker = make_worker()
+    worker.register(ImportPatientsJob, lambda: ImportPatientsJob(give_up))
+    jobs.enqueue(ImportPatientsJob, {})
+    jobs.enqueue(ImportPatientsJob, {})
+
+    await worker.run_due()
+
+    assert runs.statuses == ["retried", "retried"]
+    assert {run.error_type for run in runs.records} == {"CancelledError"}
+
+
+async def test_a_job_registered_after_the_start_has_its_queue_polled(
+    jobs: StoredJobQueue, make_worker: Any, runs: Runs, timers: ManualJobTimers
+) -> None:
+    worker = make_worker()
+    worker.register(SendReceiptJob, lambda: SendReceiptJob(succeed))
+    await worker.start()
+    worker.register(ReindexJob, lambda: ReindexJob(_done))
+    jobs.enqueue(ReindexJob, {})
+
+    await timers.advance(POLL_MS)
+    await worker.stop()
+
+    assert [(run.job, run.queue) for run in runs.records] == [("ledger.reindex", "slow")]
+
+
+async def _done(payload: Any, execution: BackgroundJobExecution) -> None:
+    return None
