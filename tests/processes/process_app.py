@@ -14,7 +14,8 @@ Written as a project writes its app module: jobs declared with ``@scheduled``, o
 
 Every job is declared off; a test switches on the ones it watches through the settings.
 Records are JSON lines in Redis lists: ``<prefix>ran:<job>`` written by the job itself,
-``<prefix>outcomes`` written by ``on_run`` in whichever process handled the occurrence.
+``<prefix>outcomes`` written by ``on_run`` in whichever process handled the occurrence,
+``<prefix>task-failures`` written by a ``task_failure`` receiver in the worker.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ import time
 from datetime import UTC, datetime
 
 from celery import Celery
+from celery.signals import task_failure
 
 from ddd_celery.celery import install_jobs
 from ddd_celery.declarations import JobExecution, declaration_of, scheduled
-from ddd_celery.kernel import iso_ms
+from ddd_celery.kernel import DomainError, iso_ms
 from ddd_celery.redis import (
     RedisJobCheckpoints,
     RedisJobLastRuns,
@@ -113,6 +115,41 @@ class OutliveJob:
         take_time(execution, "proc.outlive")
 
 
+SECRET = "card 4242 4242 4242 4242 declined"
+"""What the failing jobs' errors say: data, which no log line may quote."""
+
+
+@scheduled("proc.fail", every="1d", enabled=False)
+class FailJob:
+    """Sent by the test itself: raises an error whose message quotes data."""
+
+    def run(self, execution: JobExecution) -> None:
+        note(execution, "proc.fail")
+        raise ValueError(SECRET)
+
+
+@scheduled("proc.refuse", every="1d", enabled=False)
+class RefuseJob:
+    """Sent by the test itself: the model refuses, with a message that quotes data."""
+
+    def run(self, execution: JobExecution) -> None:
+        note(execution, "proc.refuse")
+        raise DomainError("REMINDER_NOT_DUE", SECRET)
+
+
+@task_failure.connect(weak=False)
+def keep_task_failure(sender: object = None, exception: object = None, **_: object) -> None:
+    """What Celery's failure path saw: the task, and the exception it failed with."""
+    line = {
+        "task": getattr(sender, "name", None),
+        "type": type(exception).__name__,
+        "code": getattr(exception, "code", None),
+        "message": str(exception),
+        "pid": os.getpid(),
+    }
+    records.rpush(f"{PREFIX}task-failures", json.dumps(line))
+
+
 def keep_outcome(run: JobRun, error: BaseException | None, detail: RunDetail) -> None:
     line = {
         "job": run.job,
@@ -134,6 +171,8 @@ JOBS = [
     SlowSkipJob,
     SlowQueueJob,
     OutliveJob,
+    FailJob,
+    RefuseJob,
 ]
 
 app = Celery("process_app", broker=BROKER_URL)
