@@ -27,6 +27,7 @@ from kombu.serialization import dumps, loads
 
 from ddd_celery.celery import install_jobs, jobs_of, run_now
 from ddd_celery.celery.beat import JobBeatScheduler
+from ddd_celery.celery.tasks import ScheduledJobFailedError
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.declarations.options import Tenancy
 from ddd_celery.declarations.scheduled import ScheduledJobDeclaration
@@ -187,7 +188,10 @@ class CeleryJobScheduler(JobScheduler):
         content_type, encoding, body = dumps([message.args, message.kwargs], serializer="json")
         args, kwargs = loads(body, content_type, encoding)
         task = self.app.tasks[message.task]
-        task.apply(args=tuple(args), kwargs=kwargs, throw=True)
+        result = task.apply(args=tuple(args), kwargs=kwargs, throw=False)
+        # a failed run fails its task, as Celery is told; anything else is the driver's bug
+        if result.failed() and not isinstance(result.result, ScheduledJobFailedError):
+            raise result.result
 
     def _observe(self, run: JobRun, error: BaseException | None, detail: RunDetail) -> None:
         self._last_runs[run.job] = run
