@@ -9,12 +9,14 @@ store is then ``transactional``.
 from __future__ import annotations
 
 import builtins
+import heapq
 import itertools
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
 from ddd_celery.background.rules import JobEvent, can_move, move, tenant_key_of
@@ -50,6 +52,11 @@ class InMemoryJobStore(JobStore):
         self.transactional = unit_of_work is not None
         self._jobs: dict[str, _Entry] = {}
         self._keys: dict[tuple[str, str], str] = {}
+        self._due: dict[str, builtins.list[tuple[datetime, int, str]]] = {}
+        """Per queue, a heap of (run_at, order, id) of claimable jobs; entries left behind by a
+        move are dropped when they reach the top, so a claim costs O(log n), not a scan."""
+        self._claimable: set[str] = set()
+        self._running: set[str] = set()
         self._order = itertools.count()
         self._mutex = threading.RLock()
 
@@ -80,11 +87,20 @@ class InMemoryJobStore(JobStore):
         self, queues: Sequence[str], *, now: datetime, lease_ms: int, limit: int
     ) -> builtins.list[ClaimedJob]:
         require_aware(now, "now")
-        wanted = set(queues)
         with self._mutex:
-            due = [e for e in self._jobs.values() if e.job.queue in wanted and _due(e, now)]
-            due.sort(key=lambda e: (e.job.run_at, e.order))
-            return [self._claim(entry, now, lease_ms) for entry in due[: max(0, limit)]]
+            heaps = [self._due[queue] for queue in set(queues) if queue in self._due]
+            claimed: builtins.list[ClaimedJob] = []
+            while len(claimed) < limit:
+                earliest = None
+                for heap in heaps:
+                    self._drop_stale(heap)
+                    if heap and heap[0][0] <= now and (earliest is None or heap[0] < earliest[0]):
+                        earliest = heap
+                if earliest is None:
+                    break
+                _, _, job_id = heapq.heappop(earliest)
+                claimed.append(self._claim(self._jobs[job_id], now, lease_ms))
+            return claimed
 
     def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
         expires_at = require_aware(now, "now") + timedelta(milliseconds=lease_ms)
@@ -128,17 +144,23 @@ class InMemoryJobStore(JobStore):
         require_aware(now, "now")
         with self._mutex:
             entry = self._held(lease)
+            error = {"last_error_code": error_code, "last_error_type": error_type}
             if retry_at is None:
-                self._move(entry, JobEvent.DIE, finished_at=now)
+                self._move(entry, JobEvent.DIE, finished_at=now, **error)
             else:
-                self._move(entry, JobEvent.RETRY, run_at=require_aware(retry_at, "retry_at"))
-            entry.job = replace(entry.job, last_error_code=error_code, last_error_type=error_type)
+                self._move(
+                    entry, JobEvent.RETRY, run_at=require_aware(retry_at, "retry_at"), **error
+                )
 
     def release(self, lease: JobLease, *, now: datetime) -> None:
         with self._mutex:
             entry = self._held(lease)
-            self._move(entry, JobEvent.RELEASE, run_at=require_aware(now, "now"))
-            entry.job = replace(entry.job, attempts=entry.job.attempts - 1)
+            self._move(
+                entry,
+                JobEvent.RELEASE,
+                run_at=require_aware(now, "now"),
+                attempts=entry.job.attempts - 1,
+            )
 
     def cancel(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
         require_aware(now, "now")
@@ -164,8 +186,7 @@ class InMemoryJobStore(JobStore):
             entry = self._reachable(job_id, tenant_id)
             if entry is None or not can_move(entry.job.status, JobEvent.RETRY_DEAD):
                 return False
-            self._move(entry, JobEvent.RETRY_DEAD, run_at=now)
-            entry.job = replace(entry.job, attempts=0)
+            self._move(entry, JobEvent.RETRY_DEAD, run_at=now, attempts=0)
             return True
 
         return self._decide_now_apply_at_commit(job_id, tenant_id, JobEvent.RETRY_DEAD, apply)
@@ -213,9 +234,10 @@ class InMemoryJobStore(JobStore):
         require_aware(now, "now")
         stale = now - timedelta(milliseconds=redispatch_after_ms)
         with self._mutex:
+            claimable = (self._jobs[job_id] for job_id in self._claimable)
             due = [
                 e
-                for e in self._jobs.values()
+                for e in claimable
                 if _due(e, now) and (e.dispatched_at is None or e.dispatched_at < stale)
             ]
             due.sort(key=lambda e: (e.job.run_at, e.order))
@@ -227,25 +249,19 @@ class InMemoryJobStore(JobStore):
     def expire_leases(self, *, now: datetime, limit: int) -> builtins.list[StoredJob]:
         require_aware(now, "now")
         with self._mutex:
+            running = (self._jobs[job_id] for job_id in self._running)
             expired = [
                 e
-                for e in self._jobs.values()
-                if e.job.status is JobStatus.RUNNING
-                and e.job.lease_expires_at is not None
-                and e.job.lease_expires_at < now
+                for e in running
+                if e.job.lease_expires_at is not None and e.job.lease_expires_at < now
             ]
             expired.sort(key=lambda e: (e.job.lease_expires_at or now, e.order))
             handed_back = []
             for entry in expired[: max(0, limit)]:
                 if entry.job.attempts >= entry.job.max_attempts:
-                    self._move(entry, JobEvent.DIE, finished_at=now)
+                    self._move(entry, JobEvent.DIE, finished_at=now, **_INTERRUPTED)
                 else:
-                    self._move(entry, JobEvent.RETRY, run_at=now)
-                entry.job = replace(
-                    entry.job,
-                    last_error_code=JOB_INTERRUPTED,
-                    last_error_type=JobInterruptedError.__name__,
-                )
+                    self._move(entry, JobEvent.RETRY, run_at=now, **_INTERRUPTED)
                 handed_back.append(entry.job)
             return handed_back
 
@@ -275,19 +291,22 @@ class InMemoryJobStore(JobStore):
                 enqueued_by=job.enqueued_by,
                 idempotency_key=job.idempotency_key,
             )
-            self._jobs[job.id] = _Entry(
+            entry = _Entry(
                 stored, next(self._order), dispatched_at=job.enqueued_at if dispatched else None
             )
+            self._jobs[job.id] = entry
+            self._index(entry)
             if job.idempotency_key is not None:
                 self._keys[(tenant_key_of(job.enqueued_by), job.idempotency_key)] = job.id
 
     def _claim(self, entry: _Entry, now: datetime, lease_ms: int) -> ClaimedJob:
         if lease_ms <= 0:
             raise ValueError(f"a lease lasts a positive number of ms, not {lease_ms}")
-        self._move(entry, JobEvent.CLAIM)
         expires_at = now + timedelta(milliseconds=lease_ms)
         entry.token = uuid.uuid4().hex
-        entry.job = replace(entry.job, attempts=entry.job.attempts + 1, lease_expires_at=expires_at)
+        self._move(
+            entry, JobEvent.CLAIM, attempts=entry.job.attempts + 1, lease_expires_at=expires_at
+        )
         lease = JobLease(entry.job.id, entry.job.attempts, entry.token, expires_at)
         return ClaimedJob(entry.job, lease)
 
@@ -304,24 +323,48 @@ class InMemoryJobStore(JobStore):
             )
         return entry
 
-    def _move(
-        self,
-        entry: _Entry,
-        event: JobEvent,
-        *,
-        run_at: datetime | None = None,
-        finished_at: datetime | None = None,
-    ) -> None:
+    def _move(self, entry: _Entry, event: JobEvent, **changes: Any) -> None:
+        """Apply ``event`` (the rules' table decides) and ``changes`` to the job in one step.
+
+        ``finished_at`` is cleared unless given; leaving ``running`` drops the lease.
+        """
         status = move(entry.job.status, event)
-        job = replace(entry.job, status=status, finished_at=finished_at)
-        if run_at is not None:
-            job = replace(job, run_at=run_at)
+        changes.setdefault("finished_at", None)
         if status is not JobStatus.RUNNING:
             entry.token = None
-            job = replace(job, lease_expires_at=None)
+            changes["lease_expires_at"] = None
         if status in CLAIMABLE:
             entry.dispatched_at = None
-        entry.job = job
+        entry.job = replace(entry.job, status=status, **changes)
+        self._index(entry)
+
+    def _index(self, entry: _Entry) -> None:
+        """Keep the heaps and sets of claimable and running jobs up to date after a move."""
+        job = entry.job
+        if job.status in CLAIMABLE:
+            heap = self._due.setdefault(job.queue, [])
+            heapq.heappush(heap, (job.run_at, entry.order, job.id))
+            self._claimable.add(job.id)
+        else:
+            self._claimable.discard(job.id)
+        if job.status is JobStatus.RUNNING:
+            self._running.add(job.id)
+        else:
+            self._running.discard(job.id)
+
+    def _drop_stale(self, heap: builtins.list[tuple[datetime, int, str]]) -> None:
+        """Pop the entries at the top that no longer name a claimable job at that instant."""
+        while heap:
+            run_at, order, job_id = heap[0]
+            entry = self._jobs.get(job_id)
+            if (
+                entry is not None
+                and entry.order == order
+                and entry.job.status in CLAIMABLE
+                and entry.job.run_at == run_at
+            ):
+                return
+            heapq.heappop(heap)
 
     def _reachable(self, job_id: str, tenant_id: str | None) -> _Entry | None:
         entry = self._jobs.get(job_id)
@@ -355,6 +398,9 @@ class InMemoryJobStore(JobStore):
             action()
         else:
             self._unit_of_work.after_commit(action)
+
+
+_INTERRUPTED = {"last_error_code": JOB_INTERRUPTED, "last_error_type": JobInterruptedError.__name__}
 
 
 def _due(entry: _Entry, now: datetime) -> bool:
