@@ -1,0 +1,45 @@
+"""``SqlJobCheckpoints``: the last occurrence handled per job, in ``<prefix>job_checkpoints``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Engine, select
+
+from ddd_celery.scheduling.checkpoints import JobCheckpoints
+from ddd_celery.sql.connection import Connector, from_micros, to_micros
+from ddd_celery.sql.dialects import upsert
+from ddd_celery.sql.errors import StoreUnavailableError
+from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
+
+
+class SqlJobCheckpoints(JobCheckpoints):
+    """Checkpoints that cross a restart of beat, shared by every beat on the database.
+
+    A write is one upsert that keeps the greater instant, so the checkpoint only moves forward
+    when two beats write at once. Raises ``StoreUnavailableError`` when the database cannot be
+    asked.
+    """
+
+    def __init__(self, engine: Engine, *, prefix: str = DEFAULT_PREFIX) -> None:
+        self._connector = Connector(engine, unavailable=StoreUnavailableError)
+        self._table = tables(prefix).checkpoints
+
+    def read(self, job: str) -> datetime | None:
+        table = self._table
+        with self._connector.transaction(f"read the checkpoint of {job!r}") as connection:
+            micros = connection.scalar(select(table.c.handled_at).where(table.c.job == job))
+        return None if micros is None else from_micros(micros)
+
+    def write(self, job: str, handled: datetime) -> None:
+        micros = to_micros(handled, "handled")
+        table = self._table
+        with self._connector.transaction(f"write the checkpoint of {job!r}") as connection:
+            insert = upsert(connection, table).values(job=job, handled_at=micros)
+            connection.execute(
+                insert.on_conflict_do_update(
+                    index_elements=[table.c.job],
+                    set_={"handled_at": insert.excluded.handled_at},
+                    where=table.c.handled_at < insert.excluded.handled_at,
+                )
+            )

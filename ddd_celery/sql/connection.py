@@ -1,0 +1,131 @@
+"""How an adapter reaches the database: the caller's transaction when there is one, else its own.
+
+``Connector.transaction()`` yields the connection of the ``SqlAlchemyUnitOfWork`` in progress
+(in this thread or asyncio task), whose commit or rollback then decides what was written; with
+no unit of work in progress, a short transaction of the adapter's own on its engine, committed
+when the block ends. ``sqlite_engine`` builds an engine on a SQLite file that several processes
+can share.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+
+from ddd_celery.kernel.instants import EPOCH, to_utc
+from ddd_celery.sql.errors import unavailable_as
+from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
+
+DEFAULT_SQLITE_BUSY_TIMEOUT_MS = 5_000
+"""How long a SQLite write waits for another process's: these are short transactions."""
+
+
+class Connector:
+    """The engine of an adapter, the unit of work it joins (if any), and its error."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        unavailable: type[ConnectionError],
+        unit_of_work: SqlAlchemyUnitOfWork | None = None,
+    ) -> None:
+        self.engine = engine
+        self.unit_of_work = unit_of_work
+        self._unavailable = unavailable
+        _dispose_after_fork(engine)
+
+    def in_unit_of_work(self) -> bool:
+        return self.unit_of_work is not None and self.unit_of_work.in_progress()
+
+    @contextmanager
+    def transaction(self, doing: str) -> Iterator[Connection]:
+        """The unit of work's connection, or a transaction of the adapter's own.
+
+        Raises the adapter's ``unavailable`` error, saying ``doing``, when the database cannot
+        be asked; inside a unit of work the error also rolls the unit back when it propagates.
+        """
+        with unavailable_as(self._unavailable, doing):
+            if self.unit_of_work is not None and self.unit_of_work.in_progress():
+                yield self.unit_of_work.session().connection()
+                return
+            with self.engine.begin() as connection:
+                yield connection
+
+
+def _dispose_after_fork(engine: Engine) -> None:
+    """Give a forked child (Celery's prefork pool) fresh connections, never its parent's."""
+    reference = weakref.ref(engine)
+
+    def in_child() -> None:
+        alive = reference()
+        if alive is not None:
+            alive.dispose(close=False)
+
+    os.register_at_fork(after_in_child=in_child)
+
+
+def to_micros(instant: datetime, name: str = "instant") -> int:
+    """An aware instant as whole microseconds since the Unix epoch: the stored form."""
+    return (to_utc(instant, name) - EPOCH) // _MICROSECOND
+
+
+def from_micros(micros: int) -> datetime:
+    """The aware UTC instant of a stored column."""
+    return EPOCH + micros * _MICROSECOND
+
+
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def sqlite_engine(
+    path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_SQLITE_BUSY_TIMEOUT_MS
+) -> Engine:
+    """An engine on the SQLite file ``path`` that the processes of one machine share.
+
+    The file is in WAL mode (readers never wait for a writer); every transaction starts with
+    ``BEGIN IMMEDIATE``, taking the write lock up front, so a read that later writes waits up to
+    ``busy_timeout_ms`` for another writer instead of failing (SQLite's deferred transactions
+    cannot wait when they upgrade). Nothing is opened before the first use.
+    """
+    if busy_timeout_ms <= 0:
+        raise ValueError(f"a busy timeout is a positive number of ms, not {busy_timeout_ms}")
+    engine = create_engine(
+        f"sqlite:///{os.fspath(path)}", connect_args={"timeout": busy_timeout_ms / 1000}
+    )
+
+    @event.listens_for(engine, "connect")
+    def prepare(connection: sqlite3.Connection, record: Any) -> None:
+        connection.isolation_level = None  # transactions are the BEGIN IMMEDIATE below
+        _wal(connection, busy_timeout_ms)
+        connection.execute("PRAGMA synchronous=NORMAL")
+
+    @event.listens_for(engine, "begin")
+    def begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _wal(connection: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """Switch to WAL, retrying within the timeout: the switch takes the file's exclusive lock
+    without SQLite's busy handler, so processes opening a new file at once may collide."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)

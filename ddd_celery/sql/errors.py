@@ -1,0 +1,41 @@
+"""What the SQL adapters raise when the database cannot be asked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+
+class StoreUnavailableError(ConnectionError):
+    """The database could not be asked (down, unreachable, locked past its timeout).
+
+    Raised by the job store, the checkpoints, the run state and the last runs (the lock raises
+    the kernel's ``LockUnavailableError``); ``__cause__`` is SQLAlchemy's error. A
+    ``ConnectionError``, as the Redis stores raise, so a caller treats any unreachable store
+    alike.
+    """
+
+
+@contextmanager
+def unavailable_as(error: type[ConnectionError], doing: str) -> Iterator[None]:
+    """Raise ``error`` for a database that cannot be reached; let every other error through.
+
+    The message says what was being done and the driver error's type, never its text (which
+    may quote parameters).
+    """
+    try:
+        yield
+    except (OperationalError, InterfaceError, PoolTimeoutError) as cause:
+        raise error(f"the database could not be asked to {doing} ({_kind(cause)})") from cause
+    except DBAPIError as cause:
+        if not cause.connection_invalidated:
+            raise
+        raise error(f"the database could not be asked to {doing} ({_kind(cause)})") from cause
+
+
+def _kind(cause: BaseException) -> str:
+    original = getattr(cause, "orig", None)
+    return type(original if original is not None else cause).__name__

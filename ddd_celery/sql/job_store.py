@@ -1,0 +1,494 @@
+"""``SqlJobStore``: the background jobs' store on a table, and in a unit of work the outbox.
+
+Table ``<prefix>jobs``, one row per job (the columns are those of ``StoredJob``, instants in
+microseconds; the DDL is in ``docs/sql.md``). Each method is one transaction, and most one
+statement: a claim is ``UPDATE ... WHERE status IN ('queued', 'failed') AND run_at <= :now
+RETURNING *``, so two workers never both win it; ``claim_due``, ``take_due`` and
+``expire_leases`` pick their rows with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so pollers and
+relays never wait on each other's rows (SQLite serialises writers instead).
+
+The outbox. Built with ``unit_of_work=``, the store writes on the connection of the unit of
+work in progress (``transactional``): ``add`` inside a use case commits with its data or not at
+all, and ``StoredJobQueue`` publishes the wake-up after the commit. Whether that publish
+happened is never written (a write per job to say so would double the cost of every enqueue):
+the row carries ``unconfirmed_until``, ``outbox_grace_ms`` after it was added, and the claim
+that follows a publish clears it. A row still claimable at that instant is published by the
+relay's ``take_due``, once; then the relay's ``redispatch_after_ms`` applies as to any job. So
+a process killed between its commit and its publish delays its jobs by the grace plus one relay
+period (about 1.5 s by default), and a healthy job costs no extra write; a job that waits in the
+broker longer than the grace is published twice at most, and runs once (the claim decides).
+Outside a unit of work, every method is a short transaction of the store's own.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Engine,
+    Row,
+    case,
+    delete,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
+
+from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
+from ddd_celery.background.rules import tenant_key_of
+from ddd_celery.background.store import (
+    CLAIMABLE,
+    ClaimedJob,
+    Dispatch,
+    EnqueuedBy,
+    JobLease,
+    JobStats,
+    JobStatus,
+    JobStore,
+    JsonValue,
+    LostLeaseError,
+    NewJob,
+    StoredJob,
+)
+from ddd_celery.sql.connection import Connector, from_micros, to_micros
+from ddd_celery.sql.dialects import upsert
+from ddd_celery.sql.errors import StoreUnavailableError
+from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
+from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
+
+DEFAULT_OUTBOX_GRACE_MS = 500
+"""How long a job added in a unit of work may wait for the claim its publish after commit
+brings, before the relay publishes it: short, since a lost publish is a killed process."""
+PURGE_BATCH = 1_000
+"""Rows one purge statement deletes at most: a longer one would hold its locks longer."""
+
+_CLAIMABLE = sorted(status.value for status in CLAIMABLE)
+_FINISHED = sorted(status.value for status in JobStatus if status.finished)
+
+
+class SqlJobStore(JobStore):
+    """Every background job a row of ``<prefix>jobs``, on PostgreSQL or SQLite.
+
+    ``engine`` is the database; ``unit_of_work`` (optional) the ``SqlAlchemyUnitOfWork`` whose
+    Session connection the store writes on while one of its units is in progress (the engine
+    and the unit of work's sessions must reach the same database). ``outbox_grace_ms`` is the
+    outbox's wait described above. Time comes from the caller (``now``); instants are kept to
+    the microsecond. Raises ``StoreUnavailableError`` when the database cannot be asked,
+    ``LostLeaseError`` for a report whose lease is no longer the job's.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        unit_of_work: SqlAlchemyUnitOfWork | None = None,
+        prefix: str = DEFAULT_PREFIX,
+        outbox_grace_ms: int = DEFAULT_OUTBOX_GRACE_MS,
+    ) -> None:
+        if isinstance(outbox_grace_ms, bool) or outbox_grace_ms <= 0:
+            raise ValueError(f"outbox_grace_ms is a positive number of ms, not {outbox_grace_ms}")
+        self._connector = Connector(
+            engine, unavailable=StoreUnavailableError, unit_of_work=unit_of_work
+        )
+        self._table = tables(prefix).jobs
+        self._grace_us = outbox_grace_ms * 1000
+        self.transactional = unit_of_work is not None
+
+    def add(self, job: NewJob, *, dispatched: bool) -> str:
+        table = self._table
+        enqueued_at = to_micros(job.enqueued_at, "enqueued_at")
+        tenant = tenant_key_of(job.enqueued_by)
+        with self._connector.transaction(f"add the job {job.id!r}") as connection:
+            outbox = dispatched and self._connector.in_unit_of_work()
+            insert = upsert(connection, table).values(
+                id=job.id,
+                name=job.name,
+                queue=job.queue,
+                status=JobStatus.QUEUED.value,
+                payload=_dump(job.payload),
+                enqueued_at=enqueued_at,
+                run_at=to_micros(job.run_at, "run_at"),
+                attempts=0,
+                max_attempts=job.max_attempts,
+                correlation_id=job.enqueued_by.correlation_id,
+                actor=job.enqueued_by.actor,
+                tenant_id=job.enqueued_by.tenant_id,
+                traceparent=job.enqueued_by.traceparent,
+                tenant=tenant,
+                idempotency_key=job.idempotency_key,
+                dispatched_at=enqueued_at if dispatched else None,
+                unconfirmed_until=enqueued_at + self._grace_us if outbox else None,
+            )
+            added = connection.execute(
+                insert.on_conflict_do_nothing().returning(table.c.id)
+            ).first()
+            if added is not None or job.idempotency_key is None:
+                return job.id
+            earlier = connection.scalar(
+                select(table.c.id).where(
+                    table.c.tenant == tenant, table.c.idempotency_key == job.idempotency_key
+                )
+            )
+        return job.id if earlier is None else str(earlier)
+
+    def claim_job(self, job_id: str, *, now: datetime, lease_ms: int) -> ClaimedJob | None:
+        at = to_micros(now, "now")
+        expires = at + _positive(lease_ms) * 1000
+        token = uuid.uuid4().hex
+        table = self._table
+        with self._connector.transaction(f"claim the job {job_id!r}") as connection:
+            row = connection.execute(
+                update(table)
+                .where(table.c.id == job_id, table.c.status.in_(_CLAIMABLE), table.c.run_at <= at)
+                .values(**_claim_values(table, literal(token), expires))
+                .returning(*table.c)
+            ).first()
+        return None if row is None else _claimed(row)
+
+    def claim_due(
+        self, queues: Sequence[str], *, now: datetime, lease_ms: int, limit: int
+    ) -> list[ClaimedJob]:
+        if not queues or limit <= 0:
+            return []
+        at = to_micros(now, "now")
+        expires = at + _positive(lease_ms) * 1000
+        table = self._table
+        due = (
+            select(table.c.id)
+            .where(
+                table.c.queue.in_(list(queues)),
+                table.c.status.in_(_CLAIMABLE),
+                table.c.run_at <= at,
+            )
+            .order_by(table.c.run_at, table.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .cte()
+            .prefix_with("MATERIALIZED")
+        )
+        token = literal(f"{uuid.uuid4().hex}:") + table.c.id
+        with self._connector.transaction(f"claim the due jobs of {list(queues)}") as connection:
+            rows = connection.execute(
+                update(table)
+                .where(table.c.id.in_(select(due.c.id)), table.c.status.in_(_CLAIMABLE))
+                .values(**_claim_values(table, token, expires))
+                .returning(*table.c)
+            ).all()
+        return [_claimed(row) for row in sorted(rows, key=lambda row: (row.run_at, row.id))]
+
+    def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
+        expires = to_micros(now, "now") + _positive(lease_ms) * 1000
+        self._report(lease, "extend", {"lease_expires_at": expires})
+        return JobLease(lease.job_id, lease.attempt, lease.token, from_micros(expires))
+
+    def update(
+        self,
+        lease: JobLease,
+        *,
+        progress: JsonValue = None,
+        checkpoint: JsonValue = None,
+        set_progress: bool = False,
+        set_checkpoint: bool = False,
+    ) -> None:
+        values: dict[str, Any] = {}
+        if set_progress:
+            values["progress"] = _dump(progress)
+        if set_checkpoint:
+            values["checkpoint"] = _dump(checkpoint)
+        if not values:
+            values["lease_token"] = lease.token  # changes nothing, still checks the lease
+        self._report(lease, "update", values)
+
+    def complete(self, lease: JobLease, *, now: datetime) -> None:
+        at = to_micros(now, "now")
+        self._report(lease, "complete", _finished(JobStatus.SUCCEEDED, at))
+
+    def fail(
+        self,
+        lease: JobLease,
+        *,
+        now: datetime,
+        error_code: str,
+        error_type: str,
+        retry_at: datetime | None,
+    ) -> None:
+        at = to_micros(now, "now")
+        errors = {"last_error_code": error_code, "last_error_type": error_type}
+        if retry_at is None:
+            values = {**_finished(JobStatus.DEAD, at), **errors}
+        else:
+            retry = to_micros(retry_at, "retry_at")
+            values = {**_claimable(JobStatus.FAILED, retry), **errors}
+        self._report(lease, "fail", values)
+
+    def release(self, lease: JobLease, *, now: datetime) -> None:
+        at = to_micros(now, "now")
+        values = {**_claimable(JobStatus.QUEUED, at), "attempts": self._table.c.attempts - 1}
+        self._report(lease, "release", values)
+
+    def cancel(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
+        at = to_micros(now, "now")
+        table = self._table
+        cancellable = [*_CLAIMABLE, JobStatus.RUNNING.value]
+        with self._connector.transaction(f"cancel the job {job_id!r}") as connection:
+            row = connection.execute(
+                update(table)
+                .where(
+                    table.c.id == job_id, table.c.status.in_(cancellable), self._reach(tenant_id)
+                )
+                .values(**_finished(JobStatus.CANCELLED, at))
+                .returning(table.c.id)
+            ).first()
+        return row is not None
+
+    def find(self, job_id: str, *, tenant_id: str | None) -> StoredJob | None:
+        table = self._table
+        with self._connector.transaction(f"find the job {job_id!r}") as connection:
+            row = connection.execute(
+                select(table).where(table.c.id == job_id, self._reach(tenant_id))
+            ).first()
+        return None if row is None else _job(row)
+
+    def retry_dead(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
+        at = to_micros(now, "now")
+        table = self._table
+        with self._connector.transaction(f"retry the dead job {job_id!r}") as connection:
+            row = connection.execute(
+                update(table)
+                .where(
+                    table.c.id == job_id,
+                    table.c.status == JobStatus.DEAD.value,
+                    self._reach(tenant_id),
+                )
+                .values(**_claimable(JobStatus.QUEUED, at), attempts=0, finished_at=None)
+                .returning(table.c.id)
+            ).first()
+        return row is not None
+
+    def list_jobs(
+        self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
+    ) -> list[StoredJob]:
+        if limit <= 0:
+            return []
+        table = self._table
+        query = select(table).where(self._reach(tenant_id))
+        if status is not None:
+            query = query.where(table.c.status == JobStatus(status).value)
+        query = query.order_by(table.c.enqueued_at.desc(), table.c.id.desc()).limit(limit)
+        with self._connector.transaction("list the jobs") as connection:
+            rows = connection.execute(query).all()
+        return [_job(row) for row in rows]
+
+    def purge_finished(self, *, before: datetime) -> int:
+        at = to_micros(before, "before")
+        table = self._table
+        batch = (
+            select(table.c.id)
+            .where(table.c.status.in_(_FINISHED), table.c.finished_at < at)
+            .limit(PURGE_BATCH)
+        )
+        purged = 0
+        while True:
+            with self._connector.transaction("purge the finished jobs") as connection:
+                deleted = connection.execute(
+                    delete(table).where(table.c.id.in_(batch.scalar_subquery()))
+                ).rowcount
+            purged += deleted
+            if deleted < PURGE_BATCH:
+                return purged
+
+    def stats(self) -> JobStats:
+        table = self._table
+        query = select(table.c.queue, table.c.status, func.count()).group_by(
+            table.c.queue, table.c.status
+        )
+        with self._connector.transaction("count the jobs") as connection:
+            rows = connection.execute(query).all()
+        counts: dict[str, dict[JobStatus, int]] = {}
+        for queue, status, count in rows:
+            counts.setdefault(queue, {})[JobStatus(status)] = int(count)
+        return JobStats(counts)
+
+    def take_due(self, *, now: datetime, limit: int, redispatch_after_ms: int) -> list[Dispatch]:
+        if limit <= 0:
+            return []
+        at = to_micros(now, "now")
+        table = self._table
+        due = (
+            select(table.c.id)
+            .where(
+                table.c.status.in_(_CLAIMABLE),
+                table.c.run_at <= at,
+                or_(
+                    table.c.dispatched_at.is_(None),
+                    table.c.dispatched_at < at - redispatch_after_ms * 1000,
+                    table.c.unconfirmed_until <= at,
+                ),
+            )
+            .order_by(table.c.run_at, table.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .cte()
+            .prefix_with("MATERIALIZED")
+        )
+        with self._connector.transaction("take the due jobs") as connection:
+            rows = connection.execute(
+                update(table)
+                .where(table.c.id.in_(select(due.c.id)))
+                .values(dispatched_at=at, unconfirmed_until=None)
+                .returning(table.c.id, table.c.name, table.c.queue, table.c.run_at)
+            ).all()
+        rows = sorted(rows, key=lambda row: (row.run_at, row.id))
+        return [Dispatch(row.id, row.name, row.queue) for row in rows]
+
+    def expire_leases(self, *, now: datetime, limit: int) -> list[StoredJob]:
+        if limit <= 0:
+            return []
+        at = to_micros(now, "now")
+        table = self._table
+        expired = (
+            select(table.c.id)
+            .where(table.c.status == JobStatus.RUNNING.value, table.c.lease_expires_at < at)
+            .order_by(table.c.lease_expires_at, table.c.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .cte()
+            .prefix_with("MATERIALIZED")
+        )
+        exhausted = table.c.attempts >= table.c.max_attempts
+        with self._connector.transaction("expire the leases") as connection:
+            rows = connection.execute(
+                update(table)
+                .where(
+                    table.c.id.in_(select(expired.c.id)),
+                    table.c.status == JobStatus.RUNNING.value,
+                )
+                .values(
+                    status=case((exhausted, JobStatus.DEAD.value), else_=JobStatus.FAILED.value),
+                    run_at=case((exhausted, table.c.run_at), else_=at),
+                    finished_at=case((exhausted, at), else_=None),
+                    last_error_code=JOB_INTERRUPTED,
+                    last_error_type=JobInterruptedError.__name__,
+                    lease_token=None,
+                    lease_expires_at=None,
+                    dispatched_at=None,
+                    unconfirmed_until=None,
+                )
+                .returning(*table.c)
+            ).all()
+        return [_job(row) for row in rows]
+
+    def _report(self, lease: JobLease, doing: str, values: dict[str, Any]) -> None:
+        """Apply ``values`` to the job if ``lease`` is still its own, else ``LostLeaseError``."""
+        table = self._table
+        with self._connector.transaction(f"{doing} the job {lease.job_id!r}") as connection:
+            row = connection.execute(
+                update(table)
+                .where(
+                    table.c.id == lease.job_id,
+                    table.c.status == JobStatus.RUNNING.value,
+                    table.c.lease_token == lease.token,
+                )
+                .values(**values)
+                .returning(table.c.id)
+            ).first()
+        if row is None:
+            raise LostLeaseError(
+                f"cannot {doing} job {lease.job_id!r}: the lease of attempt "
+                f"{lease.attempt} is no longer the job's (it expired and was handed back, or "
+                "the job was cancelled)"
+            )
+
+    def _reach(self, tenant_id: str | None) -> Any:
+        """Every job when ``tenant_id`` is None, else that tenant's only."""
+        return literal(True) if tenant_id is None else self._table.c.tenant_id == tenant_id
+
+
+def _claim_values(table: Any, token: Any, expires: int) -> dict[str, Any]:
+    return {
+        "status": JobStatus.RUNNING.value,
+        "attempts": table.c.attempts + 1,
+        "lease_token": token,
+        "lease_expires_at": expires,
+        "unconfirmed_until": None,
+    }
+
+
+def _finished(status: JobStatus, at: int) -> dict[str, Any]:
+    return {
+        "status": status.value,
+        "finished_at": at,
+        "lease_token": None,
+        "lease_expires_at": None,
+        "dispatched_at": None,
+        "unconfirmed_until": None,
+    }
+
+
+def _claimable(status: JobStatus, run_at: int) -> dict[str, Any]:
+    """Claimable from ``run_at``, waiting for the relay to publish it."""
+    return {
+        "status": status.value,
+        "run_at": run_at,
+        "lease_token": None,
+        "lease_expires_at": None,
+        "dispatched_at": None,
+        "unconfirmed_until": None,
+    }
+
+
+def _positive(lease_ms: int) -> int:
+    if lease_ms <= 0:
+        raise ValueError(f"a lease lasts a positive number of ms, not {lease_ms}")
+    return lease_ms
+
+
+def _dump(value: JsonValue) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _json(value: str | None) -> JsonValue:
+    return None if value is None else json.loads(value)
+
+
+def _instant(value: int | None) -> datetime | None:
+    return None if value is None else from_micros(value)
+
+
+def _claimed(row: Row[Any]) -> ClaimedJob:
+    job = _job(row)
+    expires_at = from_micros(row.lease_expires_at)
+    return ClaimedJob(job, JobLease(job.id, job.attempts, row.lease_token, expires_at))
+
+
+def _job(row: Row[Any]) -> StoredJob:
+    return StoredJob(
+        id=row.id,
+        name=row.name,
+        queue=row.queue,
+        status=JobStatus(row.status),
+        payload=json.loads(row.payload),
+        enqueued_at=from_micros(row.enqueued_at),
+        run_at=from_micros(row.run_at),
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        enqueued_by=EnqueuedBy(
+            correlation_id=row.correlation_id,
+            actor=row.actor,
+            tenant_id=row.tenant_id,
+            traceparent=row.traceparent,
+        ),
+        idempotency_key=row.idempotency_key,
+        progress=_json(row.progress),
+        checkpoint=_json(row.checkpoint),
+        last_error_code=row.last_error_code,
+        last_error_type=row.last_error_type,
+        lease_expires_at=_instant(row.lease_expires_at),
+        finished_at=_instant(row.finished_at),
+    )
