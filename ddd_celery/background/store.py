@@ -201,7 +201,11 @@ class JobStore(ABC):
 
     @abstractmethod
     def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
-        """Extend ``lease`` to ``now + lease_ms``; ``LostLeaseError`` when it is not the job's."""
+        """Extend ``lease`` to ``now + lease_ms``; ``LostLeaseError`` when it is not the job's.
+
+        The lease returned and the one claimed name the same attempt (same token): a report may
+        name either.
+        """
 
     @abstractmethod
     def update(
@@ -277,9 +281,7 @@ class JobStore(ABC):
         """Counts per queue and status."""
 
     @abstractmethod
-    def take_due(
-        self, *, now: datetime, limit: int, redispatch_after_ms: int
-    ) -> list[Dispatch]:
+    def take_due(self, *, now: datetime, limit: int, redispatch_after_ms: int) -> list[Dispatch]:
         """The relay's one query: jobs to publish now, marked dispatched at ``now``.
 
         Claimable jobs whose ``run_at`` is not after ``now`` and that were never dispatched, or

@@ -352,6 +352,20 @@ class JobStoreContract:
         assert expired == []
         assert self.status(subject, "job-1") is JobStatus.RUNNING
 
+    def test_the_claimed_lease_stays_good_after_a_heartbeat(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        claimed = self.claim(subject, "job-1").lease
+        subject.store.heartbeat(claimed, now=ms(subject, 10_000), lease_ms=LEASE_MS)
+
+        subject.store.update(claimed, progress={"done": 1}, set_progress=True)
+        subject.peer.heartbeat(claimed, now=ms(subject, 20_000), lease_ms=LEASE_MS)
+        subject.store.complete(claimed, now=ms(subject, 25_000))
+
+        assert self.status(subject, "job-1") is JobStatus.SUCCEEDED
+
     def test_progress_and_checkpoint_are_saved_each_when_asked(
         self, job_store_subject: JobStoreSubject
     ) -> None:
