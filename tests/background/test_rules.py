@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ddd_celery.background import (
     EnqueuedBy,
@@ -141,3 +143,32 @@ def test_a_lease_is_renewed_three_times_per_lease() -> None:
 def test_the_tenant_key_is_the_tenant_or_the_empty_text() -> None:
     assert tenant_key_of(EnqueuedBy(tenant_id="t-1")) == "t-1"
     assert tenant_key_of(EnqueuedBy()) == ""
+
+
+@given(
+    attempt=st.integers(min_value=1, max_value=200),
+    backoff=st.integers(min_value=1, max_value=100_000),
+    spread=st.integers(min_value=0, max_value=10_000_000),
+    jitter=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
+)
+def test_every_wait_lies_between_half_its_capped_backoff_and_all_of_it(
+    attempt: int, backoff: int, spread: int, jitter: float
+) -> None:
+    options = BackgroundOptions(backoff_ms=backoff, max_backoff_ms=backoff + spread)
+    capped = min(backoff + spread, backoff * 2 ** (attempt - 1))
+
+    wait = backoff_ms(attempt, options, lambda: jitter)
+
+    assert max(1, capped / 2) <= wait <= capped
+
+
+@given(
+    backoff=st.integers(min_value=1, max_value=100_000),
+    jitter=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
+)
+def test_for_the_same_draw_a_later_attempt_never_waits_less(backoff: int, jitter: float) -> None:
+    options = BackgroundOptions(backoff_ms=backoff, max_backoff_ms=backoff * 1_000)
+
+    waits = [backoff_ms(attempt, options, lambda: jitter) for attempt in range(1, 20)]
+
+    assert waits == sorted(waits)
