@@ -129,7 +129,11 @@ def run_span(
         yield RunSpan(received)
         return
     sent = None if carrier is None else propagate.extract(carrier, otel_context.Context(), _getter)
-    message = trace.get_current_span(sent).get_span_context()
+    message = (
+        trace.INVALID_SPAN_CONTEXT
+        if sent is None
+        else trace.get_current_span(sent).get_span_context()
+    )
     current = trace.get_current_span().get_span_context()
     parent = current if current.is_valid else message
     links = (
