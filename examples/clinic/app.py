@@ -41,7 +41,6 @@ from examples.clinic.notification.infrastructure.sqlite_reminders import (
     SqliteReminderRepository,
 )
 from examples.clinic.platform.backend import choose_backend
-from examples.clinic.platform.logs import show_log_fields
 
 CLINICS = ("clinic-lyon", "clinic-paris")
 """The tenants: each clinic closes its own books."""
@@ -70,15 +69,12 @@ def create_app(
 
     app = Celery("clinic")
     app.conf.update(backend.celery_settings(), task_ignore_result=True, enable_utc=True)
-    stores = backend.stores(clock)
+    stores = backend.stores(clock)  # None on Redis: app.conf describes them
     install_jobs(
         app,
         jobs=collect_scheduled_jobs("examples.clinic.notification", "examples.clinic.billing"),
         providers={CommandBus: command_bus},
-        lock=stores.lock,
-        checkpoints=stores.checkpoints,
-        run_state=stores.run_state,
-        last_runs=stores.last_runs,
+        **({} if stores is None else stores.arguments()),
         tenants=InMemoryTenantDirectory(CLINICS),
         settings=job_settings(environ),
         environ=environ,
@@ -96,4 +92,3 @@ def job_settings(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 app = create_app(os.environ)
-show_log_fields(app)

@@ -12,7 +12,6 @@ import argparse
 import os
 import queue
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from examples.clinic.notification.domain.reminder import Reminder
 from examples.clinic.notification.infrastructure.sqlite_reminders import (
     SqliteReminderRepository,
 )
-from examples.clinic.platform.backend import BACKEND, DATA, Backend, choose_backend
+from examples.clinic.platform.backend import BACKEND, DATA, PREFIX, Backend, choose_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = {
@@ -49,7 +48,7 @@ PATIENTS = {
 _LINE = re.compile(r"^\[[\d-]+ (?P<time>[\d:]+),\d+: \w+/[^\]]+\] (?P<text>.*)$")
 _SHOWN = re.compile(r"Reminder sent|Scheduled job|Month .* closed|Sending due task|ERROR|CRITICAL")
 _SENT = re.compile(r"Reminder sent to \S+ \(reminder (?P<reminder>[\w-]+)")
-_SUCCEEDED = re.compile(r"Scheduled job succeeded \(job=(?P<job>\S+)")
+_SUCCEEDED = re.compile(r"Scheduled job succeeded\b.*?\bjob=(?P<job>\S+)")
 _CLOSED = re.compile(r"Month (?P<month>\S+) closed for tenant (?P<tenant>\S+)")
 
 
@@ -95,14 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def seed(backend: Backend) -> dict[str, str]:
     """Start from nothing, then plan the patients' reminders; returns {reminder id: address}."""
-    stale = [backend.clinic_database]
-    if backend.redis_url is None:
-        stale.append(backend.data / "jobs.sqlite3")
-        shutil.rmtree(backend.data / "broker", ignore_errors=True)
-    for database in stale:
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{database}{suffix}").unlink(missing_ok=True)
-    backend.prepare()
+    backend.start_clean()
     reminders = SqliteReminderRepository(backend.clinic_database)
     now = SystemClock().now()
     seeded = {}
@@ -127,6 +119,7 @@ def start(name: str, backend: Backend, lines: queue.Queue[Line | None]) -> subpr
         **os.environ,
         BACKEND: backend.name,
         DATA: str(backend.data),
+        PREFIX: backend.key_prefix,
         "DEMO": os.environ.get("DEMO", "1"),
         "PYTHONUNBUFFERED": "1",
     }

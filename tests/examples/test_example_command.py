@@ -39,7 +39,7 @@ def test_the_example_mails_each_reminder_once_and_closes_each_tenant_s_month_onc
     mailed = Counter(re.findall(r"worker Reminder sent to (\S+) ", output))
     assert mailed == dict.fromkeys(PATIENTS, 1)
     assert "Scheduled job failed" not in output
-    succeeded = Counter(re.findall(r"Scheduled job succeeded \(job=(\S+)", output))
+    succeeded = Counter(re.findall(r"Scheduled job succeeded\b.*?\bjob=(\S+)", output))
     assert succeeded["notification.send-due-reminders"] >= 2
     assert succeeded["billing.close-month"] >= 1
     closed = Counter(re.findall(r"Month (\S+) closed for tenant (\S+)", output))

@@ -67,11 +67,28 @@ def test_the_last_runs_share_the_file_of_the_other_job_stores(
     assert SqliteJobLastRuns(tmp_path / "jobs.sqlite3").read("billing.close-month") is not None
 
 
-def test_redis_url_chooses_redis() -> None:
+def test_redis_url_chooses_redis_with_every_key_under_the_example_s_prefix() -> None:
     backend = choose_backend({"REDIS_URL": "redis://redis.internal:6379/3"})
 
     assert backend.redis_url == "redis://redis.internal:6379/3"
-    assert backend.celery_settings() == {"broker_url": "redis://redis.internal:6379/3"}
+    assert backend.celery_settings() == {
+        "broker_url": "redis://redis.internal:6379/3",
+        "broker_transport_options": {"global_keyprefix": "ddd_celery_example:"},
+        "ddd_celery_key_prefix": "ddd_celery_example:",
+    }
+
+
+def test_a_local_redis_is_used_on_a_database_of_the_example_s_own() -> None:
+    assert LOCAL_REDIS.rsplit("/", 1)[1] == "15"
+
+
+def test_on_redis_the_stores_are_built_from_the_app_s_configuration(tmp_path: Path) -> None:
+    environ = {BACKEND: "redis", DATA: str(tmp_path), "REDIS_URL": "redis://127.0.0.1:1/15"}
+
+    registry = jobs_of(create_app(environ))
+
+    assert type(registry.lock).__name__ == "RedisLock"
+    assert type(registry.last_runs).__name__ == "RedisJobLastRuns"
 
 
 def test_an_unknown_backend_is_refused() -> None:

@@ -1,1 +1,1 @@
-"""What the contexts share to run: the database file, the backend, the logs."""
+"""What the contexts share to run: the database file and the backend."""

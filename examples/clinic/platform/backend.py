@@ -3,10 +3,15 @@
 Chosen once by the demo and passed to the worker and beat in ``DDD_CELERY_EXAMPLE_BACKEND``,
 so both processes always agree. Without it: Redis when ``REDIS_URL`` is set or a Redis answers
 on localhost, otherwise the embedded default, which needs no server.
+
+On Redis, everything the example writes (the broker's queues, the lock, run state, checkpoints
+and last runs) is under a key prefix of its own, ``ddd_celery_example:``, and on a local Redis
+in a database of its own (15): the demo deletes those keys and only those at each start.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,13 +20,6 @@ from typing import Any, Literal
 import redis
 
 from ddd_celery.kernel import Clock, Lock
-from ddd_celery.redis import (
-    RedisJobCheckpoints,
-    RedisJobLastRuns,
-    RedisJobRunState,
-    RedisLock,
-    connect,
-)
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.run_state import JobRunState
@@ -36,7 +34,11 @@ BACKEND = "DDD_CELERY_EXAMPLE_BACKEND"
 """``redis`` or ``embedded``: forces the backend instead of looking for a Redis."""
 DATA = "DDD_CELERY_EXAMPLE_DATA"
 """The folder of the example's files; ``.example/`` at the root of the repository by default."""
-LOCAL_REDIS = "redis://127.0.0.1:6379/0"
+PREFIX = "DDD_CELERY_EXAMPLE_PREFIX"
+"""The key prefix of the example on Redis; ``ddd_celery_example:`` by default."""
+LOCAL_REDIS = "redis://127.0.0.1:6379/15"
+"""A database of its own on a local Redis, which the example never shares with an app of yours."""
+DEFAULT_PREFIX = "ddd_celery_example:"
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / ".example"
 
 
@@ -50,6 +52,15 @@ class JobStores:
     last_runs: JobLastRuns
     """Each job's latest outcome, so ``celery -A examples.clinic.app jobs list`` shows it."""
 
+    def arguments(self) -> dict[str, Any]:
+        """As ``install_jobs`` takes them."""
+        return {
+            "lock": self.lock,
+            "checkpoints": self.checkpoints,
+            "run_state": self.run_state,
+            "last_runs": self.last_runs,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Backend:
@@ -58,10 +69,15 @@ class Backend:
     name: Literal["redis", "embedded"]
     data: Path
     redis_url: str | None = None
+    key_prefix: str = DEFAULT_PREFIX
+    """Before every key the example writes on Redis, the broker's included."""
 
     def describe(self) -> str:
         if self.redis_url is not None:
-            return f"Redis at {self.redis_url} (broker, lock, checkpoints, run state, last runs)"
+            return (
+                f"Redis at {self.redis_url}, keys under {self.key_prefix} (broker, lock, "
+                "checkpoints, run state, last runs)"
+            )
         return (
             f"the embedded default, no server: kombu's filesystem transport and SQLite files "
             f"in {self.data}"
@@ -73,8 +89,13 @@ class Backend:
         return self.data / "clinic.sqlite3"
 
     def celery_settings(self) -> dict[str, Any]:
+        """The app's configuration; on Redis, ddd_celery builds its stores from it."""
         if self.redis_url is not None:
-            return {"broker_url": self.redis_url}
+            return {
+                "broker_url": self.redis_url,
+                "broker_transport_options": {"global_keyprefix": self.key_prefix},
+                "ddd_celery_key_prefix": self.key_prefix,
+            }
         broker = self.data / "broker"
         return {
             "broker_url": "filesystem://",
@@ -93,16 +114,10 @@ class Backend:
             for folder in ("queue", "processed", "control"):
                 (self.data / "broker" / folder).mkdir(parents=True, exist_ok=True)
 
-    def stores(self, clock: Clock) -> JobStores:
-        """The stores beat and the workers share; none connects before its first use."""
+    def stores(self, clock: Clock) -> JobStores | None:
+        """The stores of the embedded default; None on Redis, where app.conf describes them."""
         if self.redis_url is not None:
-            client = connect(self.redis_url)
-            return JobStores(
-                lock=RedisLock(client, clock=clock),
-                checkpoints=RedisJobCheckpoints(client),
-                run_state=RedisJobRunState(client),
-                last_runs=RedisJobLastRuns(client),
-            )
+            return None
         jobs = self.data / "jobs.sqlite3"
         return JobStores(
             lock=SqliteLock(jobs, clock),
@@ -110,6 +125,32 @@ class Backend:
             run_state=SqliteJobRunState(jobs, clock),
             last_runs=SqliteJobLastRuns(jobs),
         )
+
+    def start_clean(self) -> int:
+        """Forget what an earlier run left: its messages, runs in progress, checkpoints.
+
+        Deletes the example's files, or on Redis every key under its prefix and no other;
+        returns how many Redis keys went. Without it, a second run would start with the queued
+        messages and the claims of the first (a burst of old occurrences, skipped overlaps).
+        """
+        stale = [self.clinic_database]
+        if self.redis_url is None:
+            stale.append(self.data / "jobs.sqlite3")
+            shutil.rmtree(self.data / "broker", ignore_errors=True)
+        for database in stale:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{database}{suffix}").unlink(missing_ok=True)
+        self.prepare()
+        if self.redis_url is None:
+            return 0
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+            keys = list(client.scan_iter(match=f"{self.key_prefix}*", count=1000))
+            if keys:
+                client.delete(*keys)
+            return len(keys)
+        finally:
+            client.close()
 
 
 def choose_backend(environ: Mapping[str, str]) -> Backend:
@@ -119,8 +160,9 @@ def choose_backend(environ: Mapping[str, str]) -> Backend:
     url = environ.get("REDIS_URL")
     if forced == "embedded":
         return Backend("embedded", data)
+    prefix = environ.get(PREFIX) or DEFAULT_PREFIX
     if forced == "redis" or (not forced and (url or _answers(LOCAL_REDIS))):
-        return Backend("redis", data, url or LOCAL_REDIS)
+        return Backend("redis", data, url or LOCAL_REDIS, prefix)
     if forced:
         raise ValueError(f"{BACKEND}={forced!r}: expected 'redis' or 'embedded'")
     return Backend("embedded", data)
