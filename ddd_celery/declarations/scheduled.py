@@ -173,6 +173,15 @@ def _check_run(job_class: object, name: str) -> None:
 
 
 def _register(declaration: ScheduledJobDeclaration) -> None:
+    from ddd_celery.declarations.background import _REGISTRY as _BACKGROUND  # noqa: PLC0415 - it imports this module
+
+    taken = _BACKGROUND.get(declaration.name)
+    if taken is not None:
+        raise DeclarationError(
+            f"the name must be unique in the application; the background job "
+            f"{_where(taken.job_class)} already has it",
+            job=declaration.name,
+        )
     known = _REGISTRY.get(declaration.name)
     if known is not None and _where(known.job_class) != _where(declaration.job_class):
         raise DeclarationError(

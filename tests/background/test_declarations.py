@@ -250,3 +250,15 @@ def test_an_execution_is_frozen() -> None:
 
     with pytest.raises(AttributeError):
         execution.attempt = 2  # type: ignore[misc]
+
+
+def test_a_scheduled_job_cannot_take_the_name_of_a_background_job() -> None:
+    @background("specs.background-first")
+    class Background:
+        def run(self, payload: Any, execution: BackgroundJobExecution) -> None: ...
+
+    class Scheduled:
+        def run(self, execution: Any) -> None: ...
+
+    with pytest.raises(DeclarationError, match=r"the background job .*Background already has it"):
+        scheduled("specs.background-first", every="1h")(Scheduled)
