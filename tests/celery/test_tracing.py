@@ -31,7 +31,13 @@ from probe_jobs import SYNC, AsyncProbeJob, Probe, SyncProbeJob
 
 from ddd_celery.celery import CeleryJobs, install_jobs, run_now
 from ddd_celery.celery.beat import JobBeatScheduler
-from ddd_celery.celery.tracing import RUN_SPAN, SEND_SPAN, TraceparentScope, send_span
+from ddd_celery.celery.tracing import (
+    RUN_SPAN,
+    SEND_SPAN,
+    TraceparentScope,
+    run_span,
+    send_span,
+)
 from ddd_celery.declarations import JobExecution
 from ddd_celery.kernel import (
     ExecutionContext,
@@ -205,6 +211,28 @@ def test_run_now_nests_its_run_span_under_the_caller_s_span(
     assert ran.kind is SpanKind.INTERNAL
     assert probe.seen[0].context is not None
     assert probe.seen[0].context.traceparent == traceparent_of(ran)
+
+
+def test_a_run_under_a_span_of_another_trace_nests_in_it_and_links_to_the_message_s_context(
+    spans: InMemorySpanExporter,
+) -> None:
+    message = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    # as the Celery instrumentation's run span does with use_span_links=True: a new trace
+    with (
+        trace.get_tracer("test").start_as_current_span("run/probe.sync") as task,
+        run_span(SYNC, AT, "corr-1", carrier={"traceparent": message}) as span,
+    ):
+        assert span.traceparent is not None
+        assert span.traceparent.split("-")[1] == f"{task.get_span_context().trace_id:032x}"
+
+    ran = named(spans, RUN_SPAN)
+    assert ran.parent is not None
+    assert ran.parent.span_id == task.get_span_context().span_id
+    [link] = ran.links
+    assert (f"{link.context.trace_id:032x}", f"{link.context.span_id:016x}") == (
+        "0af7651916cd43dd8448eb211c80319c",
+        "b7ad6b7169203331",
+    )
 
 
 def test_a_publish_that_fails_ends_its_send_span_in_error_with_the_type_only(
