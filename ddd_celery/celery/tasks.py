@@ -84,7 +84,7 @@ class ScheduledJobFailedError(RuntimeError):
 
     @classmethod
     def of(cls, record: JobRun) -> ScheduledJobFailedError:
-        """The failure of the run ``record``, a ``ScheduledJobRefusedError`` for a refusal."""
+        """The failure of the run ``record``, as this class (``raise_if_failed`` chooses it)."""
         tenant = "" if record.tenant_id is None else f", tenant {record.tenant_id}"
         message = (
             f"{record.job} failed: {record.error_code} ({record.error_type}), "
