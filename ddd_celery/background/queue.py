@@ -246,7 +246,12 @@ def _run_at(job: str, now: datetime, delay_ms: object, run_at: object) -> dateti
             raise InvalidEnqueueError(
                 "delay_ms must be an int of milliseconds >= 0", job=job, field="delay_ms"
             )
-        return now + timedelta(milliseconds=delay_ms)
+        try:
+            return now + timedelta(milliseconds=delay_ms)
+        except OverflowError:
+            raise InvalidEnqueueError(
+                "delay_ms goes past the year 9999", job=job, field="delay_ms"
+            ) from None
     if run_at is not None:
         if not isinstance(run_at, datetime):
             raise InvalidEnqueueError("run_at must be a datetime", job=job, field="run_at")

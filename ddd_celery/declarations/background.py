@@ -21,14 +21,20 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from ddd_celery.declarations.errors import DeclarationError
-from ddd_celery.declarations.scheduled import _NAME, _walk, _where
+from ddd_celery.declarations.names import check_job_name
+from ddd_celery.declarations.schedule import MAX_TIMEOUT_MS
 from ddd_celery.declarations.scheduled import _REGISTRY as _SCHEDULED
+from ddd_celery.declarations.scheduled import _walk, _where
 from ddd_celery.kernel.abort import AbortSignal
 from ddd_celery.kernel.instants import require_aware
 
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_BACKOFF_MS = 1_000
 DEFAULT_MAX_BACKOFF_MS = 3_600_000
+MAX_ATTEMPTS = 1_000
+"""More attempts than that is a loop, not a retry."""
+MAX_BACKOFF_MS = 366 * 86_400_000
+"""366 days: the longest wait between two attempts, so a retry instant is always a date."""
 
 
 class AttemptReports(Protocol):
@@ -167,13 +173,7 @@ def background(
 
 def check_name(name: object) -> str:
     """Refuse a name that is not ``<context>.<job-name>`` in lower case, as ``@scheduled`` does."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise DeclarationError(
-            "a job is named '<context>.<job-name>' in lower case, such as "
-            "'billing.compile-statements'",
-            job=str(name),
-        )
-    return name
+    return check_job_name(name)
 
 
 def background_options(
@@ -190,10 +190,14 @@ def background_options(
             f"{', '.join(_OPTION_KEYS)}",
             job=job,
         )
-    max_attempts = _whole(given.get("max_attempts", DEFAULT_MAX_ATTEMPTS), "max_attempts", 1, job)
-    backoff_ms = _whole(given.get("backoff_ms", DEFAULT_BACKOFF_MS), "backoff_ms", 1, job)
+    max_attempts = _whole(
+        given.get("max_attempts", DEFAULT_MAX_ATTEMPTS), "max_attempts", MAX_ATTEMPTS, job
+    )
+    backoff_ms = _whole(
+        given.get("backoff_ms", DEFAULT_BACKOFF_MS), "backoff_ms", MAX_BACKOFF_MS, job
+    )
     max_backoff_ms = _whole(
-        given.get("max_backoff_ms", DEFAULT_MAX_BACKOFF_MS), "max_backoff_ms", 1, job
+        given.get("max_backoff_ms", DEFAULT_MAX_BACKOFF_MS), "max_backoff_ms", MAX_BACKOFF_MS, job
     )
     if max_backoff_ms < backoff_ms:
         raise DeclarationError(
@@ -202,7 +206,7 @@ def background_options(
         )
     timeout_ms = given.get("timeout_ms")
     if timeout_ms is not None:
-        timeout_ms = _whole(timeout_ms, "timeout_ms", 1, job)
+        timeout_ms = _whole(timeout_ms, "timeout_ms", MAX_TIMEOUT_MS, job)
     queue = given.get("queue")
     if queue is not None and (not isinstance(queue, str) or not _QUEUE.fullmatch(queue)):
         raise DeclarationError(
@@ -306,12 +310,13 @@ def _register(declaration: BackgroundJobDeclaration) -> None:
     _REGISTRY[declaration.name] = declaration
 
 
-def _whole(value: object, key: str, low: int, job: str) -> int:
+def _whole(value: object, key: str, high: int, job: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise DeclarationError(f"{key!r} must be an int, got {value!r}", job=job)
-    if value < low:
-        bound = "positive" if low == 1 else f"at least {low}"
-        raise DeclarationError(f"{key!r} must be {bound}, got {value}", job=job)
+    if value < 1:
+        raise DeclarationError(f"{key!r} must be positive, got {value}", job=job)
+    if value > high:
+        raise DeclarationError(f"{key!r} must be at most {high}, got {value}", job=job)
     return value
 
 

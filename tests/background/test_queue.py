@@ -209,6 +209,7 @@ def test_a_job_is_due_at_its_run_at_in_utc(jobs: StoredJobQueue) -> None:
         ({"delay_ms": 5, "run_at": START}, "delay_ms", "not both"),
         ({"delay_ms": -1}, "delay_ms", ">= 0"),
         ({"delay_ms": True}, "delay_ms", "an int"),
+        ({"delay_ms": 10**30}, "delay_ms", "past the year 9999"),
         ({"run_at": datetime(2026, 10, 1, 9, 0)}, "run_at", "aware"),
         ({"run_at": "2026-10-01"}, "run_at", "a datetime"),
         ({"idempotency_key": 42}, "idempotency_key", "a str"),
