@@ -6,7 +6,8 @@ traceparent), adds it to the store and publishes its wake-up after the unit of w
 * a store that writes in the caller's transaction (``store.transactional``): added now, in it;
   published after the commit;
 * any other store (Redis, memory): inside a unit of work, added and published after the commit,
-  neither on rollback; outside one, at once.
+  neither on rollback; outside one, at once. An add that fails after the commit raises from the
+  end of the unit of work: the work committed, the job was not kept, and the caller is told.
 
 A job due later is added without a wake-up: the relay publishes it when it is due, so a delay
 of hours lives in the store, never in a broker. A publish that fails is logged and left to the

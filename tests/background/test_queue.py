@@ -492,3 +492,23 @@ def test_retry_dead_publishes_when_the_queue_has_a_publisher(
     assert jobs.retry_dead(job_id) is True
 
     assert publisher.published == [Dispatch(job_id, "ledger.send-receipt", "ledger")]
+
+
+class UnreachableStore(InMemoryJobStore):
+    def add(self, job: Any, *, dispatched: bool) -> str:
+        raise ConnectionError("the store cannot be reached")
+
+
+def test_an_add_that_fails_after_the_commit_is_raised_to_the_caller(
+    clock: FixedClock, scope: FixedExecutionScope
+) -> None:
+    unit_of_work = InMemoryUnitOfWork()
+    jobs = queue_with(UnreachableStore(), clock, scope, unit_of_work=unit_of_work)
+
+    def use_case() -> None:
+        with unit_of_work.begin():
+            jobs.enqueue(SendReceiptJob, {})
+
+    with pytest.raises(ConnectionError, match="cannot be reached"):
+        use_case()
+    assert unit_of_work.commits == 1
