@@ -805,3 +805,53 @@ async def test_a_job_registered_after_the_start_has_its_queue_polled(
 
 async def _done(payload: Any, execution: BackgroundJobExecution) -> None:
     return None
+
+
+async def test_a_long_attempt_keeps_its_lease_by_its_heartbeats(
+    jobs: StoredJobQueue, make_worker: Any, runs: Runs, timers: ManualJobTimers
+) -> None:
+    gate = Gate()
+    worker = make_worker(lease_ms=3_000)
+    worker.register(ImportPatientsJob, lambda: ImportPatientsJob(gate))
+    job_id = jobs.enqueue(ImportPatientsJob, {})
+    await worker.start()
+
+    await timers.advance(10_000)
+    gate.open()
+    await timers.settle()
+    await worker.stop()
+
+    assert len(gate.started) == 1
+    assert [(run.status.value, run.attempt) for run in runs.records] == [("succeeded", 1)]
+    view = jobs.find(job_id)
+    assert view is not None
+    assert (view.status, view.attempts) == ("succeeded", 1)
+
+
+async def test_two_workers_on_one_store_run_each_job_once(
+    jobs: StoredJobQueue, make_worker: Any, runs: Runs, timers: ManualJobTimers
+) -> None:
+    ran: list[tuple[str, int]] = []
+
+    def script(name: str) -> Any:
+        async def run(payload: Any, execution: BackgroundJobExecution) -> None:
+            await asyncio.sleep(0)
+            ran.append((name, payload["n"]))
+
+        return run
+
+    first, second = make_worker(concurrency=3), make_worker(concurrency=3)
+    first.register(ImportPatientsJob, lambda: ImportPatientsJob(script("first")))
+    second.register(ImportPatientsJob, lambda: ImportPatientsJob(script("second")))
+    await first.start()
+    await second.start()
+    for index in range(20):
+        jobs.enqueue(ImportPatientsJob, {"n": index})
+
+    await timers.advance(POLL_MS)
+    await first.stop()
+    await second.stop()
+
+    assert sorted(n for _, n in ran) == list(range(20))
+    assert {name for name, _ in ran} == {"first", "second"}
+    assert runs.statuses == ["succeeded"] * 20
