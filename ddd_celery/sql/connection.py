@@ -19,9 +19,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from ddd_celery.kernel.instants import EPOCH, to_utc
 from ddd_celery.sql.errors import unavailable_as
+from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
 from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
 
 DEFAULT_SQLITE_BUSY_TIMEOUT_MS = 5_000
@@ -87,17 +90,23 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 def sqlite_engine(
-    path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_SQLITE_BUSY_TIMEOUT_MS
+    path: str | os.PathLike[str],
+    *,
+    prefix: str | None = DEFAULT_PREFIX,
+    busy_timeout_ms: int = DEFAULT_SQLITE_BUSY_TIMEOUT_MS,
 ) -> Engine:
     """An engine on the SQLite file ``path`` that the processes of one machine share.
 
     The file is in WAL mode (readers never wait for a writer); every transaction starts with
     ``BEGIN IMMEDIATE``, taking the write lock up front, so a read that later writes waits up to
     ``busy_timeout_ms`` for another writer instead of failing (SQLite's deferred transactions
-    cannot wait when they upgrade). Nothing is opened before the first use.
+    cannot wait when they upgrade). Each new connection creates the tables of ``prefix`` that
+    are missing (None: leave the schema to migrations), so the embedded default needs no setup
+    step. Nothing is opened before the first use.
     """
     if busy_timeout_ms <= 0:
         raise ValueError(f"a busy timeout is a positive number of ms, not {busy_timeout_ms}")
+    schema = "" if prefix is None else _schema(prefix)
     engine = create_engine(
         f"sqlite:///{os.fspath(path)}", connect_args={"timeout": busy_timeout_ms / 1000}
     )
@@ -107,12 +116,25 @@ def sqlite_engine(
         connection.isolation_level = None  # transactions are the BEGIN IMMEDIATE below
         _wal(connection, busy_timeout_ms)
         connection.execute("PRAGMA synchronous=NORMAL")
+        if schema:
+            connection.executescript(f"BEGIN IMMEDIATE;{schema}COMMIT;")
 
     @event.listens_for(engine, "begin")
     def begin(connection: Connection) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _schema(prefix: str) -> str:
+    """The tables of ``prefix`` as SQLite statements that leave existing ones alone."""
+    dialect = sqlite.dialect()
+    statements: list[str] = []
+    for table in tables(prefix).metadata.sorted_tables:
+        statements.append(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
+        for index in table.indexes:
+            statements.append(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
+    return "".join(f"{statement.strip()};" for statement in statements)
 
 
 def _wal(connection: sqlite3.Connection, busy_timeout_ms: int) -> None:

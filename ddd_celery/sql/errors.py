@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DatabaseError, DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 
@@ -31,7 +31,8 @@ def unavailable_as(error: type[ConnectionError], doing: str) -> Iterator[None]:
     except (OperationalError, InterfaceError, PoolTimeoutError) as cause:
         raise error(f"the database could not be asked to {doing} ({_kind(cause)})") from cause
     except DBAPIError as cause:
-        if not cause.connection_invalidated:
+        # a bare DatabaseError is a file that is no database; its subclasses are the caller's
+        if not (cause.connection_invalidated or type(cause) is DatabaseError):
             raise
         raise error(f"the database could not be asked to {doing} ({_kind(cause)})") from cause
 
