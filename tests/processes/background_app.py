@@ -1,0 +1,66 @@
+"""The Celery app of the background-job process tests: ``celery -A background_app worker|beat``.
+
+Written as a project writes its app module: ``install_jobs`` (for beat and its lock, with no
+scheduled job), then ``install_background_jobs`` on ``RedisJobStore``. What a test varies comes
+from the environment:
+
+``DDD_TEST_BROKER_URL``      the broker, the store and the records (the shared Redis)
+``DDD_TEST_PREFIX``          the test's key prefix, for every key of every process
+``DDD_TEST_LEASE_MS``        the lease of an attempt (default 3 s)
+``DDD_TEST_REDISPATCH_MS``   the relay's ``redispatch_after_ms`` (default 10 s)
+
+Every message any process publishes is noted in ``<prefix>bg:published`` (task, kwargs, eta,
+pid), so a test can tell who published what and that no message had an ETA.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from background_app_jobs import JOBS, Records
+from celery import Celery
+from celery.signals import before_task_publish
+
+from ddd_celery.celery import install_jobs
+from ddd_celery.celery.background import install_background_jobs
+from ddd_celery.redis import RedisLock, connect
+from ddd_celery.redis.job_store import RedisJobStore
+
+BROKER_URL = os.environ["DDD_TEST_BROKER_URL"]
+PREFIX = os.environ["DDD_TEST_PREFIX"]
+
+redis = connect(BROKER_URL)
+records = Records(redis, PREFIX)
+
+app = Celery("background_app", broker=BROKER_URL)
+app.conf.update(
+    broker_transport_options={"global_keyprefix": PREFIX},
+    broker_connection_retry_on_startup=True,
+    task_default_queue=f"{PREFIX}default",
+    worker_prefetch_multiplier=1,
+)
+install_jobs(app, jobs=[], lock=RedisLock(redis, prefix=PREFIX))
+install_background_jobs(
+    app,
+    jobs=JOBS,
+    store=RedisJobStore(redis, prefix=f"{PREFIX}store:"),
+    providers={Records: lambda: records},
+    lease_ms=int(os.environ.get("DDD_TEST_LEASE_MS", "3000")),
+    heartbeat_ms=500,
+    redispatch_after_ms=int(os.environ.get("DDD_TEST_REDISPATCH_MS", "10000")),
+)
+
+
+@before_task_publish.connect
+def note_publish(sender: str = "", body: Any = None, headers: Any = None, **_: Any) -> None:
+    headers = headers or {}
+    records.push(
+        "published",
+        task=sender,
+        args=list(body[0]),
+        kwargs=body[1],
+        eta=headers.get("eta"),
+        countdown=headers.get("countdown"),
+        pid=os.getpid(),
+    )

@@ -1,0 +1,394 @@
+"""Background jobs on real ``celery worker`` and ``celery beat`` processes over the real Redis.
+
+The app is ``background_app`` (``RedisJobStore``, a 3 s lease, the relay in beat); this process
+enqueues through a ``StoredJobQueue`` publishing with a Celery app of its own, and reads what
+the jobs and the store recorded. Every wait is bounded; every process is ended with its test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from background_app_jobs import (
+    FLAKY,
+    JOBS,
+    NOOP,
+    RECORD,
+    FlakyJob,
+    NoopJob,
+    RecordJob,
+    Records,
+    SlowJob,
+)
+from celery import Celery
+from process_support import HERE, REDIS_URL, STOP_S, CeleryProcess, wait_until
+from redis import Redis
+
+from ddd_celery.background import JobStatus, StoredJobQueue
+from ddd_celery.celery.background import CeleryJobPublisher
+from ddd_celery.kernel import (
+    Actor,
+    ContextVarExecutionScope,
+    ExecutionContext,
+    SystemClock,
+    UuidGenerator,
+)
+from ddd_celery.redis import connect
+from ddd_celery.redis.job_store import RedisJobStore
+
+pytestmark = pytest.mark.processes
+
+QUEUE = "procbg"
+
+
+class BackgroundProcess(CeleryProcess):
+    """A ``celery -A background_app <command>`` subprocess, killed with its pool's children."""
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "background_app", *self._args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self._env,
+                cwd=HERE,
+            )
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool's processes at once, as when the machine dies."""
+        children = _children(self.pid)
+        os.kill(self.pid, signal.SIGKILL)
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+        assert self._process is not None
+        self._process.wait(STOP_S)
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    try:
+        return [int(child) for child in path.read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+@dataclass
+class Background:
+    """One test's deployment: its processes, its store, its queue and the jobs' records."""
+
+    directory: Path
+    client: Redis
+    prefix: str = field(default_factory=lambda: f"test:procbg:{uuid.uuid4().hex}:")
+    processes: list[BackgroundProcess] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.records = Records(self.client, self.prefix)
+        self.store = RedisJobStore(self.client, prefix=f"{self.prefix}store:")
+        self.sender = Celery("sender", broker=REDIS_URL, set_as_current=False)
+        self.sender.conf.update(broker_transport_options={"global_keyprefix": self.prefix})
+        self.scope = ContextVarExecutionScope()
+        self.queue = StoredJobQueue(
+            store=self.store,
+            clock=SystemClock(),
+            ids=UuidGenerator(),
+            scope=self.scope,
+            publisher=CeleryJobPublisher(self.sender),
+            declarations=JOBS,
+        )
+
+    def env(self, **more: str) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+            "DDD_TEST_BROKER_URL": REDIS_URL,
+            "DDD_TEST_PREFIX": self.prefix,
+            **more,
+        }
+
+    def worker(self, pool: str = "prefork", concurrency: int = 2, **env: str) -> BackgroundProcess:
+        name = f"worker{len(self.processes) + 1}"
+        args = [
+            "worker", "-l", "INFO", "-P", pool, "-c", str(concurrency), "-Q", QUEUE,
+            "-n", f"{name}-{uuid.uuid4().hex[:8]}@%h",
+            "--without-mingle", "--without-gossip", "--without-heartbeat",
+        ]  # fmt: skip
+        return self._spawn(name, args, env)
+
+    def beat(self, **env: str) -> BackgroundProcess:
+        return self._spawn(f"beat{len(self.processes) + 1}", ["beat", "-l", "INFO"], env)
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "background_app", "jobs", "background", *args],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            cwd=HERE,
+            timeout=60,
+            check=False,
+        )
+
+    def as_tenant(self, tenant: str | None) -> Any:
+        context = ExecutionContext("http", Actor("user", "ada"), uuid.uuid4().hex, tenant_id=tenant)
+        return self.scope.open(context)
+
+    def status(self, job_id: str) -> JobStatus | None:
+        job = self.store.find(job_id, tenant_id=None)
+        return None if job is None else job.status
+
+    def seen(self, job_id: str, what: str | None = None) -> list[dict[str, Any]]:
+        return [
+            line
+            for line in self.records.read("seen")
+            if line["job_id"] == job_id and (what is None or line["what"] == what)
+        ]
+
+    def logs(self) -> str:
+        return "\n".join(f"----- {p.name}\n{p.output()[-3000:]}" for p in self.processes)
+
+    def close(self) -> None:
+        for process in self.processes:
+            process.stop()
+        self.sender.close()
+        for key in self.client.scan_iter(match=f"{self.prefix}*"):
+            self.client.delete(key)
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> BackgroundProcess:
+        process = BackgroundProcess(name, args, self.env(**env), self.directory / f"{name}.log")
+        self.processes.append(process)
+        return process
+
+
+@pytest.fixture
+def bg(tmp_path: Path) -> Iterator[Background]:
+    client = connect(REDIS_URL)
+    client.ping()
+    deployment = Background(tmp_path, client)
+    try:
+        yield deployment
+    finally:
+        deployment.close()
+        client.close()
+
+
+def overlapping(runs: list[dict[str, Any]], killed_at: list[float]) -> list[str]:
+    """Jobs two of whose attempts ran at the same time.
+
+    An attempt is its start and its end, both noted by the job in its worker; one without an end
+    was killed, and ran until the first kill after its start.
+    """
+    intervals: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    ends = {(r["job_id"], r["attempt"], r["pid"]): r["at"] for r in runs if r["edge"] == "end"}
+    for run in runs:
+        if run["edge"] != "start":
+            continue
+        end = ends.get((run["job_id"], run["attempt"], run["pid"]))
+        if end is None:
+            end = min((at for at in killed_at if at >= run["at"]), default=float("inf"))
+        intervals[run["job_id"]].append((run["at"], end))
+    found = []
+    for job_id, spans in intervals.items():
+        spans.sort()
+        if any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans)):
+            found.append(job_id)
+    return found
+
+
+def slow_attempt_in_progress(runs: list[dict[str, Any]]) -> bool:
+    ended = {(r["job_id"], r["attempt"], r["pid"]) for r in runs if r["edge"] == "end"}
+    return any(
+        r["edge"] == "start"
+        and r["sleep_s"] > 0
+        and (r["job_id"], r["attempt"], r["pid"]) not in ended
+        for r in runs
+    )
+
+
+def test_a_thousand_jobs_all_succeed_once_at_a_time_while_the_worker_is_killed_twice(
+    bg: Background,
+) -> None:
+    """Jobs arrive in batches while the backlog is short (as a steady load does), so a published
+    job waits less than ``redispatch_after_ms`` for a worker. One job in a hundred takes a
+    second; each kill waits for one of those to be running, so it cuts an attempt short."""
+    bg.beat()
+    worker = bg.worker(pool="prefork", concurrency=2)
+    ids: list[str] = []
+    kills = [250, 550]
+    killed_at: list[float] = []
+
+    def count(status: JobStatus) -> int:
+        return bg.store.stats().total(status)
+
+    deadline = time.monotonic() + 50
+    while count(JobStatus.SUCCEEDED) < 1_000:
+        assert time.monotonic() < deadline, f"{count(JobStatus.SUCCEEDED)} succeeded\n{bg.logs()}"
+        if len(ids) < 1_000 and count(JobStatus.QUEUED) < 150:
+            ids += [
+                bg.queue.enqueue(NoopJob, {"sleep_s": 1.0 if n % 100 == 50 else 0})
+                for n in range(len(ids), len(ids) + 50)
+            ]
+        if (
+            kills
+            and count(JobStatus.SUCCEEDED) >= kills[0]
+            and slow_attempt_in_progress(bg.records.read("runs"))
+        ):
+            kills.pop(0)
+            killed_at.append(time.time())
+            worker.kill()
+            worker.start()
+        time.sleep(0.1)
+
+    assert kills == [], "the worker was not killed twice"
+    assert {bg.status(job_id) for job_id in ids} == {JobStatus.SUCCEEDED}
+    runs = bg.records.read("runs")
+    assert overlapping(runs, killed_at) == []
+    assert {run["job_id"] for run in runs} == set(ids)
+    # the attempts the kills cut short ran again once their lease expired: the relay handed
+    # their jobs back and published them, never with an ETA
+    assert max(run["attempt"] for run in runs) >= 2
+    relayed = [line for line in bg.records.read("published") if line["task"] == NOOP]
+    assert relayed != []
+    assert all(line["eta"] is None for line in relayed)
+
+
+def test_a_failing_job_retries_to_dead_and_retry_dead_from_the_cli_runs_it_again(
+    bg: Background,
+) -> None:
+    bg.beat()
+    bg.worker(pool="solo", concurrency=1)
+    job_id = bg.queue.enqueue(FlakyJob, {})
+
+    wait_until(lambda: bg.status(job_id) is JobStatus.DEAD, 30, f"the job to die\n{bg.logs()}")
+    dead = bg.cli("dead")
+    retried = bg.cli("retry-dead", job_id)
+    wait_until(lambda: len(bg.records.read("runs")) == 4, 30, "the retried job's attempts")
+    wait_until(lambda: bg.status(job_id) is JobStatus.DEAD, 30, "the job to die again")
+    found = bg.cli("find", job_id)
+
+    assert job_id in dead.stdout, dead.stderr
+    assert retried.returncode == 0, retried.stderr
+    attempts = [(r["attempt"]) for r in bg.records.read("runs") if r["edge"] == "start"]
+    assert attempts == [1, 2, 1, 2]
+    assert "status          dead" in found.stdout
+    assert "attempts        2/2" in found.stdout
+    assert "last error      UNEXPECTED_ERROR (RuntimeError)" in found.stdout
+    # the retries were published by beat's relay, never with an ETA
+    published = [line for line in bg.records.read("published") if line["task"] == FLAKY]
+    beat = bg.processes[0]
+    assert len(published) >= 3
+    assert {line["pid"] for line in published} == {beat.pid}
+    assert all(line["eta"] is None for line in published)
+
+
+def test_a_job_delayed_ten_seconds_is_published_by_the_relay_and_runs_after_them_without_eta(
+    bg: Background,
+) -> None:
+    beat = bg.beat()
+    bg.worker(pool="solo", concurrency=1)
+    enqueued_at = time.time()
+    job_id = bg.queue.enqueue(RecordJob, {"text": "later"}, delay_ms=10_000)
+
+    wait_until(lambda: bg.seen(job_id, "ran") != [], 25, f"the delayed job to run\n{bg.logs()}")
+
+    [ran] = bg.seen(job_id, "ran")
+    assert ran["at"] - enqueued_at >= 10.0
+    assert ran["payload"] == {"text": "later"}
+    published = [line for line in bg.records.read("published") if line["task"] == RECORD]
+    assert published == [
+        {
+            "task": RECORD,
+            "args": [],
+            "kwargs": {"job_id": job_id},
+            "eta": None,
+            "countdown": None,
+            "pid": beat.pid,
+        }
+    ]
+
+
+def test_tenants_reach_their_own_jobs_and_cancel_reaches_queued_and_running_jobs(
+    bg: Background,
+) -> None:
+    bg.beat()
+    bg.worker(pool="prefork", concurrency=2)
+    with bg.as_tenant("clinic-a"):
+        running = bg.queue.enqueue(SlowJob, {})
+        queued = bg.queue.enqueue(RecordJob, {"n": 1}, delay_ms=1_000)
+    with bg.as_tenant("clinic-a"):
+        assert bg.queue.cancel(queued)
+        marker = bg.queue.enqueue(RecordJob, {"n": 2}, delay_ms=1_000)
+    wait_until(lambda: bg.seen(running, "started") != [], 20, f"the slow job\n{bg.logs()}")
+
+    with bg.as_tenant("clinic-b"):
+        assert bg.queue.find(running) is None
+        assert not bg.queue.cancel(running)
+    with bg.as_tenant("clinic-a"):
+        view = bg.queue.find(running)
+        assert view is not None
+        assert view.status == "running"
+        assert bg.queue.cancel(running)
+    wait_until(lambda: bg.seen(running, "stopped") != [], 10, "the cancel to reach the worker")
+    wait_until(lambda: bg.seen(marker, "ran") != [], 20, "the job enqueued after the cancelled")
+
+    [stopped] = bg.seen(running, "stopped")
+    assert stopped["why"] == "JobInterruptedError"
+    assert bg.status(running) is JobStatus.CANCELLED
+    assert bg.status(queued) is JobStatus.CANCELLED
+    assert bg.seen(queued) == []
+    assert bg.status(running) is JobStatus.CANCELLED
+
+
+def test_the_same_idempotency_key_in_a_tenant_enqueues_one_job_that_runs_once(
+    bg: Background,
+) -> None:
+    bg.worker(pool="solo", concurrency=1)
+    with bg.as_tenant("clinic-a"):
+        first = bg.queue.enqueue(RecordJob, {"n": 1}, idempotency_key="statement-2026-10")
+        second = bg.queue.enqueue(RecordJob, {"n": 2}, idempotency_key="statement-2026-10")
+    with bg.as_tenant("clinic-b"):
+        other = bg.queue.enqueue(RecordJob, {"n": 3}, idempotency_key="statement-2026-10")
+    wait_until(lambda: bg.seen(other, "ran") != [], 20, f"the jobs to run\n{bg.logs()}")
+    wait_until(lambda: bg.status(first) is JobStatus.SUCCEEDED, 20, "the first job")
+
+    assert first == second != other
+    assert [line["payload"] for line in bg.seen(first, "ran")] == [{"n": 1}]
+    assert bg.store.stats().total(JobStatus.SUCCEEDED) == 2
+
+
+def test_forged_messages_are_refused_and_recorded_and_the_worker_runs_the_next_good_job(
+    bg: Background,
+) -> None:
+    worker = bg.worker(pool="prefork", concurrency=1)
+    called = subprocess.run(
+        [
+            sys.executable, "-m", "celery", "-A", "background_app", "call", RECORD,
+            "--kwargs", '{"junk": 1}', "--queue", QUEUE,
+        ],
+        capture_output=True, text=True, env=bg.env(), cwd=HERE, timeout=60, check=False,
+    )  # fmt: skip
+    bg.sender.send_task(RECORD, args=["job-id"], queue=QUEUE)
+    bg.sender.send_task(RECORD, kwargs={"job_id": "no-such-job"}, queue=QUEUE)
+    bg.sender.send_task(RECORD, kwargs={"job_id": ["not", "a", "string"]}, queue=QUEUE)
+    job_id = bg.queue.enqueue(RecordJob, {"text": "good"})
+
+    wait_until(lambda: bg.seen(job_id, "ran") != [], 20, f"the good job\n{bg.logs()}")
+
+    assert called.returncode == 0, called.stderr
+    output = worker.output()
+    assert output.count("Background job could not be followed") == 4, output
+    assert worker.alive
+    assert bg.status(job_id) is JobStatus.SUCCEEDED
