@@ -138,5 +138,5 @@ def missing_lock(conf: Mapping[str, Any]) -> JobsConfigError:
         f"the jobs need a lock every beat shares, and the broker "
         f"({broker_scheme(conf.get('broker_url'))}) is not Redis: set "
         f"app.conf.{REDIS_URL} to a Redis URL, or pass install_jobs(..., lock=...) "
-        "(RedisLock; SqliteLock for the beats of one machine; InMemoryLock for one beat or a test)"
+        "(RedisLock; SqlLock on PostgreSQL or a SQLite file; InMemoryLock for one beat or a test)"
     )

@@ -141,7 +141,13 @@ def ddl(dialect: Dialect, prefix: str = DEFAULT_PREFIX) -> str:
     """
     statements: list[str] = []
     for table in tables(prefix).metadata.sorted_tables:
-        statements.append(str(CreateTable(table).compile(dialect=dialect)).strip() + ";")
+        statements.append(_tidy(CreateTable(table).compile(dialect=dialect)))
         for index in sorted(table.indexes, key=lambda index: str(index.name)):
-            statements.append(str(CreateIndex(index).compile(dialect=dialect)).strip() + ";")
+            statements.append(_tidy(CreateIndex(index).compile(dialect=dialect)))
     return "\n\n".join(statements) + "\n"
+
+
+def _tidy(statement: object) -> str:
+    """A compiled statement as a page shows it: indented by spaces, no trailing blanks."""
+    lines = str(statement).strip().replace("\t", "    ").splitlines()
+    return "\n".join(line.rstrip() for line in lines) + ";"

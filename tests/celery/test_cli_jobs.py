@@ -25,7 +25,7 @@ from ddd_celery.kernel import DomainError, FixedClock, InMemoryLock
 from ddd_celery.redis import RedisJobCheckpoints, RedisJobLastRuns, RedisJobRunState, connect
 from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns, JobLastRuns
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
-from ddd_celery.sqlite import SqliteJobLastRuns
+from ddd_celery.sql import SqlJobLastRuns, sqlite_engine
 
 NOW = datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC)
 RAN_AT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -172,9 +172,9 @@ def a_store(kind: str, request: pytest.FixtureRequest) -> JobLastRuns:
         request.addfinalizer(client.close)
         return RedisJobLastRuns(client, prefix=f"{prefix}last-run:")
     directory: Path = request.getfixturevalue("tmp_path")
-    last_runs = SqliteJobLastRuns(directory / "jobs.sqlite3")
-    request.addfinalizer(last_runs.close)
-    return last_runs
+    engine = sqlite_engine(directory / "jobs.sqlite3")
+    request.addfinalizer(engine.dispose)
+    return SqlJobLastRuns(engine)
 
 
 @pytest.mark.parametrize("kind", ["redis", "sqlite"])

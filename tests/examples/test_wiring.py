@@ -10,7 +10,7 @@ from clinic_fakes import NOW
 from ddd_celery import describe_job_schedule
 from ddd_celery.celery import jobs_of
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
-from ddd_celery.sqlite import SqliteJobLastRuns
+from ddd_celery.sql import SqlJobLastRuns, sqlite_engine
 from examples.clinic.app import create_app
 from examples.clinic.platform.backend import BACKEND, DATA, LOCAL_REDIS, choose_backend
 
@@ -62,9 +62,10 @@ def test_the_last_runs_share_the_file_of_the_other_job_stores(
 ) -> None:
     last_runs = jobs_of(create_app(environ)).last_runs
 
-    assert isinstance(last_runs, SqliteJobLastRuns)
+    assert isinstance(last_runs, SqlJobLastRuns)
     last_runs.write(JobRun("billing.close-month", NOW, Outcome.MISSED, "billing"))
-    assert SqliteJobLastRuns(tmp_path / "jobs.sqlite3").read("billing.close-month") is not None
+    shared = SqlJobLastRuns(sqlite_engine(tmp_path / "jobs.sqlite3"))
+    assert shared.read("billing.close-month") is not None
 
 
 def test_redis_url_chooses_redis_with_every_key_under_the_example_s_prefix() -> None:

@@ -23,11 +23,12 @@ from ddd_celery.kernel import Clock, Lock
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.run_state import JobRunState
-from ddd_celery.sqlite import (
-    SqliteJobCheckpoints,
-    SqliteJobLastRuns,
-    SqliteJobRunState,
-    SqliteLock,
+from ddd_celery.sql import (
+    SqlJobCheckpoints,
+    SqlJobLastRuns,
+    SqlJobRunState,
+    SqlLock,
+    sqlite_engine,
 )
 
 BACKEND = "DDD_CELERY_EXAMPLE_BACKEND"
@@ -118,12 +119,12 @@ class Backend:
         """The stores of the embedded default; None on Redis, where app.conf describes them."""
         if self.redis_url is not None:
             return None
-        jobs = self.data / "jobs.sqlite3"
+        jobs = sqlite_engine(self.data / "jobs.sqlite3")  # the SQL family, on one file
         return JobStores(
-            lock=SqliteLock(jobs, clock),
-            checkpoints=SqliteJobCheckpoints(jobs),
-            run_state=SqliteJobRunState(jobs, clock),
-            last_runs=SqliteJobLastRuns(jobs),
+            lock=SqlLock(jobs, clock),
+            checkpoints=SqlJobCheckpoints(jobs),
+            run_state=SqlJobRunState(jobs, clock),
+            last_runs=SqlJobLastRuns(jobs),
         )
 
     def start_clean(self) -> int:
