@@ -31,7 +31,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 
 from ddd_celery.celery.logs import render_fields_in_celery_logs
-from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError
+from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError, refuse_unreal
 from ddd_celery.celery.registry import ATTRIBUTE, CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.tracing import TraceparentScope, run_span, send_span
 from ddd_celery.declarations.execution import JobExecution
@@ -171,12 +171,14 @@ def run_message(
     """
     registry = jobs_of(app)
     job = registry.job(name)
-    try:
-        if args:
-            raise UnreadableMessageError("an occurrence travels as keyword arguments only")
-        message = OccurrenceMessage.from_kwargs(kwargs)
-    except UnreadableMessageError as error:
-        registry.recorder.could_not_follow(name, error, what="read the task message")
+    if args:
+        refused = UnreadableMessageError(
+            "must be empty: an occurrence travels as keyword arguments", field="args"
+        )
+        _refused(registry, name, refused)
+        return None
+    message = read_occurrence(registry, job, kwargs)
+    if message is None:
         return None
     run = OccurrenceRun(
         registry,
@@ -188,6 +190,32 @@ def run_message(
         carrier=carrier,
     )
     return run.execute()
+
+
+def read_occurrence(
+    registry: CeleryJobs, job: CeleryJob, kwargs: Mapping[str, Any]
+) -> OccurrenceMessage | None:
+    """The occurrence a message names, or None once a message that is not one is logged.
+
+    Refused: a message that cannot be read, and one that cannot be a real occurrence of the
+    job (``refuse_unreal``). Nothing is recorded as the job's outcome and the run state is left
+    alone: the instant is the sender's word, and recording it could pin the job's last outcome.
+    """
+    try:
+        message = OccurrenceMessage.from_kwargs(kwargs)
+        refuse_unreal(message, job.schedule, registry.clock.now(), registry.rules, registry.tenants)
+    except UnreadableMessageError as error:
+        _refused(registry, job.name, error)
+        return None
+    return message
+
+
+def _refused(registry: CeleryJobs, name: str, error: UnreadableMessageError) -> None:
+    """Log a refused message: which field and why, never the value it holds."""
+    what = "read the task message"
+    if error.field is not None:
+        what = f"{what}: {error.field} {error.reason}"
+    registry.recorder.could_not_follow(name, error, what=what)
 
 
 def send_occurrence(app: Any, registry: CeleryJobs, job: CeleryJob, scheduled_at: datetime) -> None:
@@ -252,10 +280,8 @@ def on_task_revoked(
     job = registry.jobs.get(getattr(sender, "name", ""))
     if job is None or not job.declared:
         return
-    try:
-        message = OccurrenceMessage.from_kwargs(getattr(request, "kwargs", None) or {})
-    except UnreadableMessageError as error:
-        registry.recorder.could_not_follow(job.name, error, what="read the task message")
+    message = read_occurrence(registry, job, getattr(request, "kwargs", None) or {})
+    if message is None:
         return
     registry.recorder.record(
         not_run(
