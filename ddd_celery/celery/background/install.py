@@ -20,6 +20,7 @@ from ddd_celery.background.observability import (
 from ddd_celery.background.rules import DEFAULT_LEASE_MS
 from ddd_celery.background.store import JobStore
 from ddd_celery.celery.app import _route, refuse_pickle
+from ddd_celery.celery.background.lease import Heartbeats
 from ddd_celery.celery.background.registry import (
     BACKGROUND_ATTRIBUTE,
     BackgroundJobs,
@@ -119,16 +120,27 @@ def install_background_jobs(
         redispatch_after_ms=redispatch_after_ms,
         logger=logger,
     )
+    recorder = BackgroundRecorder(logger=logger, metrics=metrics, on_run=on_run)
+    heartbeats = Heartbeats(
+        store,
+        scheduled.clock,
+        lease_ms=lease_ms,
+        every_ms=heartbeat_ms,
+        on_error=lambda job, job_id, error: recorder.could_not_follow(
+            job, job_id, error, what="extend the lease"
+        ),
+    )
     registry = BackgroundJobs(
         jobs=declared,
         store=store,
         clock=scheduled.clock,
         ids=scheduled.ids,
         scope=scheduled.scope,
-        recorder=BackgroundRecorder(logger=logger, metrics=metrics, on_run=on_run),
+        recorder=recorder,
         logger=logger,
         providers=providers,
-        worker=WorkerSettings(lease_ms=lease_ms, heartbeat_ms=heartbeat_ms),
+        worker=WorkerSettings(lease_ms=lease_ms),
+        heartbeats=heartbeats,
         relay=relay,
         app=app,
     )

@@ -15,6 +15,7 @@ from typing import Any
 from ddd_celery.background.observability import BackgroundRecorder
 from ddd_celery.background.queue import StoredJobQueue
 from ddd_celery.background.store import JobStore
+from ddd_celery.celery.background.lease import Heartbeats
 from ddd_celery.celery.background.publisher import CeleryJobPublisher
 from ddd_celery.celery.registry import Provider, dependencies
 from ddd_celery.celery.relay import Relay
@@ -33,8 +34,6 @@ class WorkerSettings:
 
     lease_ms: int
     """How long a claim holds a job without a heartbeat: a dead worker's job waits this long."""
-    heartbeat_ms: int
-    """How often the lease is extended, and so how soon a cancel reaches the running job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +49,8 @@ class BackgroundJobs:
     logger: logging.Logger
     providers: Mapping[type, Provider]
     worker: WorkerSettings
+    heartbeats: Heartbeats
+    """Extends the leases of this process's attempts in progress, from one thread."""
     relay: Relay
     """The system job beat runs (``ddd_celery.relay``); ``relay.run()`` runs one tick here."""
     app: Any

@@ -2,9 +2,9 @@
 
 The task reads the job id, claims the job in the store and runs one attempt through the shared
 attempt API (``ddd_celery.background.attempt``), as ``QueueWorker`` does: the same scope, the
-same payload validation, the same conclusion and the same record. Around the attempt, a
-``LeaseKeeper`` extends the lease (and aborts the signal once it is lost: a cancel), and the
-job's ``timeout_ms`` is enforced twice, as for scheduled jobs: Celery's soft time limit on
+same payload validation, the same conclusion and the same record. Around the attempt, the
+process's ``Heartbeats`` extend the lease (and abort the signal once it is lost: a cancel), and
+the job's ``timeout_ms`` is enforced twice, as for scheduled jobs: Celery's soft time limit on
 prefork, a watchdog that aborts the signal on every pool.
 
 Delivery is at least once and a claim makes it at most one attempt at a time: the task is
@@ -37,7 +37,6 @@ from ddd_celery.background.attempt import (
 from ddd_celery.background.errors import AttemptsExhaustedError, UnknownBackgroundJobError
 from ddd_celery.background.rules import RunStatus
 from ddd_celery.background.store import ClaimedJob, JobStatus
-from ddd_celery.celery.background.lease import LeaseKeeper
 from ddd_celery.celery.background.message import read_job_id
 from ddd_celery.celery.background.registry import BackgroundJobs, background_jobs_of
 from ddd_celery.celery.message import UnreadableMessageError
@@ -132,23 +131,13 @@ class Attempt:
 
     def run(self) -> None:
         registry, claimed = self._registry, self._claimed
-        keeper = LeaseKeeper(
-            registry.store,
-            registry.clock,
-            claimed.lease,
-            job=claimed.job.name,
-            lease_ms=registry.worker.lease_ms,
-            every_ms=registry.worker.heartbeat_ms,
-            controller=self._controller,
-            on_error=lambda error: registry.recorder.could_not_follow(
-                claimed.job.name, claimed.job.id, error, what="extend the lease"
-            ),
-        )
-        with keeper:
+        with registry.heartbeats.keep(
+            claimed.lease, job=claimed.job.name, controller=self._controller
+        ) as kept:
             outcome = self._attempt()
         conclusion = conclude(
             registry.store,
-            ClaimedJob(claimed.job, keeper.lease),
+            ClaimedJob(claimed.job, kept.lease),
             outcome,
             options=self._declaration.options,
             now=registry.clock.now(),
