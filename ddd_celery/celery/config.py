@@ -68,14 +68,20 @@ class RedisStores:
     last_runs: JobLastRuns
 
 
-def read_config(conf: Mapping[str, Any]) -> JobsConfig:
+def read_config(conf: Mapping[str, Any], namespace: str | None = None) -> JobsConfig:
     """The ``ddd_celery_*`` settings of ``conf`` (an ``app.conf``), checked.
 
+    With the app's ``namespace`` (Django's ``config_from_object(..., namespace="CELERY")``),
+    ``CELERY_DDD_CELERY_KEY_PREFIX`` is read as ``ddd_celery_key_prefix``.
     ``ddd_celery_redis_url`` defaults to ``broker_url`` when the broker is Redis (the first URL
     of a failover list). Raises ``JobsConfigError`` naming the setting for a value that cannot be
     read or a ``ddd_celery_*`` name that is not a setting (a typo would otherwise be ignored).
     """
-    given = {key[len(PREFIX) :]: conf[key] for key in list(conf) if key.startswith(PREFIX)}
+    given = {}
+    for key in list(conf):
+        name = _setting_name(str(key), namespace)
+        if name is not None:
+            given[name[len(PREFIX) :]] = conf.get(name)
     if "redis_url" not in given:
         given["redis_url"] = redis_broker_url(conf.get("broker_url"))
     try:
@@ -86,6 +92,14 @@ def read_config(conf: Mapping[str, Any]) -> JobsConfig:
             for problem in error.errors()
         )
         raise JobsConfigError(f"app.conf cannot be read: {problems}") from None
+
+
+def _setting_name(key: str, namespace: str | None) -> str | None:
+    """``ddd_celery_<name>`` for a key of ours, with or without the namespace; else None."""
+    lowered = key.lower()
+    if namespace and lowered.startswith(f"{namespace.lower()}_{PREFIX}"):
+        lowered = lowered[len(namespace) + 1 :]
+    return lowered if lowered.startswith(PREFIX) else None
 
 
 def redis_broker_url(broker_url: object) -> str | None:

@@ -158,6 +158,7 @@ def jobs_of(app: Any) -> CeleryJobs:
             f"no jobs are installed on Celery app {getattr(app, 'main', app)!r}: "
             "call ddd_celery.celery.install_jobs(app, ...) where the app is built"
         )
-    if jobs.settle is not None:
-        jobs.settle(jobs)
+    settle = jobs.settle  # read once: another thread may settle and clear it meanwhile
+    if settle is not None:
+        settle(jobs)
     return jobs

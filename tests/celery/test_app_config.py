@@ -252,3 +252,27 @@ def test_the_error_reporter_receives_each_unexpected_failure_but_not_a_domain_er
     assert isinstance(error, ReportedError)
     assert context["job"] == "config.fail"
     assert context["error_code"] == "UNEXPECTED_ERROR"
+
+
+def test_settings_under_django_s_namespace_are_read_too(redis_prefix: str) -> None:
+    class DjangoSettings:
+        CELERY_BROKER_URL = "memory://"
+        CELERY_DDD_CELERY_REDIS_URL = REDIS_URL
+        CELERY_DDD_CELERY_KEY_PREFIX = redis_prefix
+        CELERY_DDD_CELERY_LATE_AFTER_MS = 7_000
+
+    app = an_app()
+    app.config_from_object(DjangoSettings, namespace="CELERY")
+    install_jobs(app, jobs=[TickJob], environ={})
+
+    registry = jobs_of(app)
+
+    assert isinstance(registry.lock, RedisLock)
+    assert registry.rules.late_after_ms == 7_000
+
+
+def test_a_scheduler_option_given_that_cannot_be_used_is_refused_at_once() -> None:
+    app = an_app("memory://")
+
+    with pytest.raises(ValueError, match="late_after_ms must be a positive int"):
+        install_jobs(app, jobs=[TickJob], lock=InMemoryLock(FixedClock(NOW)), late_after_ms=0)
