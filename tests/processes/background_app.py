@@ -8,6 +8,8 @@ from the environment:
 ``DDD_TEST_PREFIX``          the test's key prefix, for every key of every process
 ``DDD_TEST_LEASE_MS``        the lease of an attempt (default 3 s)
 ``DDD_TEST_REDISPATCH_MS``   the relay's ``redispatch_after_ms`` (default 10 s)
+``DDD_TEST_SQL_URL``         when set, the store is ``SqlJobStore`` on that database instead,
+                             its tables under ``DDD_TEST_SQL_PREFIX``
 
 Every message any process publishes is noted in ``<prefix>bg:published`` (task, kwargs, eta,
 pid), so a test can tell who published what and that no message had an ETA.
@@ -21,11 +23,14 @@ from typing import Any
 from background_app_jobs import JOBS, Records
 from celery import Celery
 from celery.signals import before_task_publish
+from sqlalchemy import create_engine
 
+from ddd_celery.background.store import JobStore
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.background import install_background_jobs
 from ddd_celery.redis import RedisLock, connect
 from ddd_celery.redis.job_store import RedisJobStore
+from ddd_celery.sql import SqlJobStore
 
 BROKER_URL = os.environ["DDD_TEST_BROKER_URL"]
 PREFIX = os.environ["DDD_TEST_PREFIX"]
@@ -41,10 +46,15 @@ app.conf.update(
     worker_prefetch_multiplier=1,
 )
 install_jobs(app, jobs=[], lock=RedisLock(redis, prefix=PREFIX))
+store: JobStore = RedisJobStore(redis, prefix=f"{PREFIX}store:")
+if os.environ.get("DDD_TEST_SQL_URL"):
+    store = SqlJobStore(
+        create_engine(os.environ["DDD_TEST_SQL_URL"]), prefix=os.environ["DDD_TEST_SQL_PREFIX"]
+    )
 install_background_jobs(
     app,
     jobs=JOBS,
-    store=RedisJobStore(redis, prefix=f"{PREFIX}store:"),
+    store=store,
     providers={Records: lambda: records},
     lease_ms=int(os.environ.get("DDD_TEST_LEASE_MS", "3000")),
     heartbeat_ms=500,
