@@ -10,6 +10,12 @@ from ddd_celery.kernel.instants import iso_ms, require_aware, to_utc
 from ddd_celery.kernel.job_queue import BackgroundJobView, JobQueue
 from ddd_celery.kernel.lock import InMemoryLock, Lease, Lock, LockUnavailableError
 from ddd_celery.kernel.metrics import InMemoryMetrics, Labels, Metrics, NoMetrics
+from ddd_celery.kernel.process_runner import (
+    ProcessDecision,
+    ProcessInstance,
+    ProcessRunner,
+    TimeoutFired,
+)
 from ddd_celery.kernel.reporting import ErrorReporter, InMemoryErrorReporter, LoggingErrorReporter
 from ddd_celery.kernel.scope import (
     ContextVarExecutionScope,
@@ -49,9 +55,13 @@ __all__ = [
     "LoggingErrorReporter",
     "Metrics",
     "NoMetrics",
+    "ProcessDecision",
+    "ProcessInstance",
+    "ProcessRunner",
     "SequentialIdGenerator",
     "SystemClock",
     "TenantDirectory",
+    "TimeoutFired",
     "UnitOfWork",
     "UuidGenerator",
     "iso_ms",

@@ -1,0 +1,54 @@
+"""Process managers: ``StoredProcessRunner``, the ``ProcessStore`` port and its in-memory adapter,
+the timeout and outbox jobs, the errors.
+
+Imports no Celery, Redis or SQL.
+"""
+
+from ddd_celery.processes.errors import (
+    INVALID_DECISION,
+    NO_TIMEOUT_JOB,
+    PROCESS_CONFLICT,
+    PROCESS_NOT_STARTED,
+    STALE_PROCESS_VERSION,
+    UNKNOWN_PROCESS,
+    InvalidDecisionError,
+    NoTimeoutJobError,
+    ProcessConflictError,
+    ProcessError,
+    ProcessNotStartedError,
+    StaleProcessVersionError,
+    UnknownProcessError,
+)
+from ddd_celery.processes.jobs import PROCESS_COMMANDS_JOB, ProcessCommandsJob, ProcessTimeoutJob
+from ddd_celery.processes.memory import InMemoryProcessStore
+from ddd_celery.processes.runner import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_RESEND_AFTER_MS,
+    StoredProcessRunner,
+)
+from ddd_celery.processes.store import ProcessStore, StoredProcess
+
+__all__ = [
+    "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_RESEND_AFTER_MS",
+    "INVALID_DECISION",
+    "NO_TIMEOUT_JOB",
+    "PROCESS_COMMANDS_JOB",
+    "PROCESS_CONFLICT",
+    "PROCESS_NOT_STARTED",
+    "STALE_PROCESS_VERSION",
+    "UNKNOWN_PROCESS",
+    "InMemoryProcessStore",
+    "InvalidDecisionError",
+    "NoTimeoutJobError",
+    "ProcessCommandsJob",
+    "ProcessConflictError",
+    "ProcessError",
+    "ProcessNotStartedError",
+    "ProcessStore",
+    "ProcessTimeoutJob",
+    "StaleProcessVersionError",
+    "StoredProcess",
+    "StoredProcessRunner",
+    "UnknownProcessError",
+]

@@ -1,0 +1,153 @@
+"""``SqlProcessStore``: process instances in a table, saved in the use case's transaction.
+
+Table ``<prefix>processes``, one row per instance::
+
+    process   TEXT    the process manager's name   } primary key
+    id        TEXT    the instance's id            }
+    version   INTEGER 1 at the first save, one more at each
+    state     TEXT    the state, as JSON
+    timeouts  TEXT    {timeout name: id of the job that fires it}, as JSON
+
+A first save is ``INSERT ... ON CONFLICT DO NOTHING``, every later one ``UPDATE ... WHERE
+version = :expected``: no row written means another step saved first, and the save is refused
+(``StaleProcessVersionError``). On PostgreSQL the second of two racing updates waits for the
+first's commit, then finds the version changed: one winner, no lost update, at READ COMMITTED.
+
+Create the table with ``create_process_tables(engine, prefix)`` (idempotent), or from
+``process_ddl(dialect, prefix)`` in a migration; it is apart from ``create_tables`` so that the
+process table only exists where process managers do. Built with ``unit_of_work=``, the store
+reads and writes on the connection of the unit of work in progress: with ``SqlJobStore`` on the
+same unit of work, the state, the timeouts it arms and its commands' outbox commit together.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import (
+    Column,
+    Engine,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    select,
+    update,
+)
+from sqlalchemy.engine.interfaces import Dialect
+from sqlalchemy.schema import CreateTable
+
+from ddd_celery.processes.errors import StaleProcessVersionError
+from ddd_celery.processes.memory import dump_json
+from ddd_celery.processes.store import ProcessStore, StoredProcess, check_save
+from ddd_celery.sql.connection import Connector
+from ddd_celery.sql.dialects import upsert
+from ddd_celery.sql.errors import StoreUnavailableError
+from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
+from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
+
+
+def process_table(prefix: str = DEFAULT_PREFIX) -> Table:
+    """The table ``<prefix>processes`` on a metadata of its own."""
+    tables(prefix)  # refuses a prefix the family refuses
+    return Table(
+        f"{prefix}processes",
+        MetaData(),
+        Column("process", Text, nullable=False),
+        Column("id", Text, nullable=False),
+        Column("version", Integer, nullable=False),
+        Column("state", Text, nullable=False),
+        Column("timeouts", Text, nullable=False),
+        PrimaryKeyConstraint("process", "id", name=f"{prefix}processes_pkey"),
+    )
+
+
+def create_process_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> Table:
+    """Create ``<prefix>processes`` if it does not exist yet; idempotent."""
+    table = process_table(prefix)
+    table.metadata.create_all(engine)
+    return table
+
+
+def drop_process_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> None:
+    """Drop ``<prefix>processes`` (tests, teardown); a missing table is left alone."""
+    process_table(prefix).metadata.drop_all(engine)
+
+
+def process_ddl(dialect: Dialect, prefix: str = DEFAULT_PREFIX) -> str:
+    """The ``CREATE TABLE`` statement ``create_process_tables`` runs, for a migration."""
+    return str(CreateTable(process_table(prefix)).compile(dialect=dialect)).strip() + ";\n"
+
+
+class SqlProcessStore(ProcessStore):
+    """Every process instance a row of ``<prefix>processes``, on PostgreSQL or SQLite.
+
+    ``unit_of_work`` (optional) is the ``SqlAlchemyUnitOfWork`` whose connection the store uses
+    while one of its units is in progress; outside one, each call is a short transaction of its
+    own. Raises ``StoreUnavailableError`` when the database cannot be asked.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        unit_of_work: SqlAlchemyUnitOfWork | None = None,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        self._connector = Connector(
+            engine, unavailable=StoreUnavailableError, unit_of_work=unit_of_work
+        )
+        self._table = process_table(prefix)
+        self.transactional = unit_of_work is not None
+
+    def load(self, process: str, instance_id: str) -> StoredProcess | None:
+        table = self._table
+        with self._connector.transaction(f"load the instance {instance_id!r}") as connection:
+            row = connection.execute(
+                select(table.c.version, table.c.state, table.c.timeouts).where(
+                    table.c.process == process, table.c.id == instance_id
+                )
+            ).first()
+        if row is None:
+            return None
+        return StoredProcess(
+            process, instance_id, row.version, json.loads(row.state), json.loads(row.timeouts)
+        )
+
+    def save(self, instance: StoredProcess, *, expected_version: int) -> None:
+        check_save(instance, expected_version)
+        state, timeouts = dump_json(instance)
+        table = self._table
+        with self._connector.transaction(f"save the instance {instance.id!r}") as connection:
+            if expected_version == 0:
+                written = connection.execute(
+                    upsert(connection, table)
+                    .values(
+                        process=instance.process,
+                        id=instance.id,
+                        version=instance.version,
+                        state=state,
+                        timeouts=timeouts,
+                    )
+                    .on_conflict_do_nothing()
+                    .returning(table.c.version)
+                ).first()
+            else:
+                written = connection.execute(
+                    update(table)
+                    .where(
+                        table.c.process == instance.process,
+                        table.c.id == instance.id,
+                        table.c.version == expected_version,
+                    )
+                    .values(version=instance.version, state=state, timeouts=timeouts)
+                    .returning(table.c.version)
+                ).first()
+        if written is None:
+            raise StaleProcessVersionError(
+                f"instance {instance.id!r} is no longer at version {expected_version}",
+                process=instance.process,
+                instance_id=instance.id,
+                version=expected_version,
+            )

@@ -1,0 +1,79 @@
+"""The ProcessStore contract on the in-memory store and on the SQL store (PostgreSQL, SQLite).
+
+PostgreSQL (DATABASE_URL) gets a table under a prefix of this run's own, emptied after each test
+and dropped at the end, since other tests share the server; SQLite a file per test. Each SQL
+subject's peer is a store on a second engine, as another process holds it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, delete
+from sqlalchemy.orm import sessionmaker
+
+from ddd_celery.processes import InMemoryProcessStore
+from ddd_celery.sql import SqlAlchemyUnitOfWork, sqlite_engine
+from ddd_celery.sql.process_store import (
+    SqlProcessStore,
+    create_process_tables,
+    drop_process_tables,
+)
+from ddd_celery.testing.contracts.process_store import ProcessStoreContract, ProcessStoreSubject
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+class TestInMemoryProcessStore(ProcessStoreContract):
+    @pytest.fixture
+    def process_store_subject(self) -> ProcessStoreSubject:
+        store = InMemoryProcessStore()
+        return ProcessStoreSubject(store=store, peer=store)
+
+
+@pytest.fixture(scope="module")
+def postgresql() -> Iterator[tuple[Engine, Engine, str]]:
+    engine = create_engine(DATABASE_URL, connect_args={"connect_timeout": 2})
+    peer = create_engine(DATABASE_URL, connect_args={"connect_timeout": 2})
+    prefix = f"test_{uuid.uuid4().hex[:12]}_"
+    create_process_tables(engine, prefix)
+    yield engine, peer, prefix
+    drop_process_tables(engine, prefix)
+    engine.dispose()
+    peer.dispose()
+
+
+@pytest.fixture(params=[pytest.param("postgresql", marks=pytest.mark.postgres), "sqlite"])
+def databases(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[Engine, Engine, str]]:
+    if request.param == "sqlite":
+        path = tmp_path / "processes.sqlite3"
+        engine, peer = sqlite_engine(path), sqlite_engine(path)
+        create_process_tables(engine)
+        yield engine, peer, "ddd_"
+        engine.dispose()
+        peer.dispose()
+        return
+    engine, peer, prefix = request.getfixturevalue("postgresql")
+    yield engine, peer, prefix
+    with engine.begin() as connection:
+        connection.execute(delete(create_process_tables(engine, prefix)))
+
+
+class TestSqlProcessStore(ProcessStoreContract):
+    @pytest.fixture(params=["alone", "in a unit of work"])
+    def process_store_subject(
+        self, request: pytest.FixtureRequest, databases: tuple[Engine, Engine, str]
+    ) -> ProcessStoreSubject:
+        engine, peer_engine, prefix = databases
+        peer = SqlProcessStore(peer_engine, prefix=prefix)
+        if request.param == "alone":
+            return ProcessStoreSubject(store=SqlProcessStore(engine, prefix=prefix), peer=peer)
+        unit_of_work = SqlAlchemyUnitOfWork(sessionmaker(engine))
+        store = SqlProcessStore(engine, unit_of_work=unit_of_work, prefix=prefix)
+        return ProcessStoreSubject(store=store, peer=peer, unit_of_work=unit_of_work)
