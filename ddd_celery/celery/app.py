@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from celery.signals import beat_init, task_revoked
+from celery.signals import beat_init, task_revoked, worker_init
 
 from ddd_celery.celery.beat_entries import translate_beat_schedule
 from ddd_celery.celery.config import missing_lock, read_config, redis_stores
@@ -187,6 +187,8 @@ def install_jobs(
             register_job_task(app, job)
     task_revoked.connect(on_task_revoked, weak=False, dispatch_uid=on_task_revoked.__qualname__)
     beat_init.connect(warn_of_another_scheduler, weak=False, dispatch_uid=_BEAT_INIT_UID)
+    for starting in (worker_init, beat_init):
+        starting.connect(refuse_pickle_at_start, weak=False, dispatch_uid=_PICKLE_UID)
     queues = {job.task_name: job.queue for job in all_jobs if job.declared and job.queue}
 
     def write_conf(conf: Any) -> None:
@@ -354,6 +356,27 @@ def refuse_pickle(conf: Any) -> None:
                 f"Celery setting {key}={value!r} allows pickle; ddd_celery sends JSON only "
                 "(a pickled message runs whatever code its sender chose): use 'json'"
             )
+
+
+_PICKLE_UID = "ddd_celery.celery.app.refuse_pickle_at_start"
+
+
+def refuse_pickle_at_start(sender: Any = None, **_: Any) -> None:
+    """Stop a worker or beat of an app with jobs whose configuration came to allow pickle.
+
+    ``install_jobs`` refuses pickle, but a ``config_from_object`` afterwards can turn it on, and
+    a worker unpickles a message before any task (hence ``jobs_of``) runs: so the configuration
+    is checked again as the process starts (``worker_init``, ``beat_init``). A receiver's
+    ``Exception`` is only logged by Celery, hence ``SystemExit``, whose message Celery prints.
+    """
+    app: Any = getattr(sender, "app", None)
+    if not isinstance(getattr(app, ATTRIBUTE, None), CeleryJobs):
+        return
+    try:
+        refuse_pickle(app.conf)
+    except ValueError as refused:
+        logger.critical("ddd_celery refuses to start: %s", refused)
+        raise SystemExit(f"ddd_celery refuses to start: {refused}") from None
 
 
 def _beat_entries(conf: Any) -> list[CeleryJob]:

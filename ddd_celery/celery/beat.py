@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from celery.beat import BeatLazyFunc, Scheduler
 
+from ddd_celery.celery.app import refuse_pickle_at_start
 from ddd_celery.celery.beat_entries import BeatScheduleEntryError, job_name_of
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
@@ -119,6 +120,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         installed on the app, which stops beat at start. A checkpoint that cannot be read is
         logged and its job starts from now, as without checkpoints.
         """
+        refuse_pickle_at_start(self)  # before the banner's beat_init: this reads the jobs first
         jobs = jobs_of(self.app)
         self._jobs, self._due = jobs, []
         self._warn_of_entries_not_installed(jobs)
@@ -207,6 +209,8 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             jobs = jobs_of(self.app)
         except LookupError:
             return "    . ddd_celery -> no jobs installed (call install_jobs)"
+        except ValueError as error:  # the configuration cannot run them; setup_schedule stops
+            return f"    . ddd_celery -> cannot start: {error}"
         entries = sum(1 for job in jobs.jobs.values() if not job.declared)
         running = "" if jobs.start else ", none run by time here (RUN_JOBS)"
         return (

@@ -11,6 +11,13 @@ Written as a project writes its app module: jobs declared with ``@scheduled``, o
 ``DDD_TEST_SETTINGS``     job settings as JSON: which jobs are on, their options
 ``DDD_TEST_LATE_AFTER_MS`` the scheduler's ``late_after_ms`` (default 60 s)
 ``DDD_TEST_SLEEP_S``      how long the slow jobs take
+``DDD_TEST_SEND_TO``      Celery's broker, when it is not where the records go (one that never
+                          answers, say)
+``DDD_TEST_CLOCK_SHIFT_MS`` how far this process's Clock is ahead (negative: behind)
+``DDD_TEST_HOLD_AFTER_LOCK`` ``1``: once beat takes the lock of an occurrence, note its key in
+                          ``<prefix>held`` and hang there, as a beat that dies holding it
+``DDD_TEST_CONF_AFTER``   JSON ``app.conf`` settings applied after ``install_jobs``
+``DDD_TEST_GRACE_MS``     ``ddd_celery_grace_ms``
 
 Every job is declared off; a test switches on the ones it watches through the settings.
 Records are JSON lines in Redis lists: ``<prefix>ran:<job>`` written by the job itself,
@@ -23,14 +30,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from celery import Celery
 from celery.signals import task_failure
 
 from ddd_celery.celery import install_jobs
 from ddd_celery.declarations import JobExecution, declaration_of, scheduled
-from ddd_celery.kernel import DomainError, iso_ms
+from ddd_celery.kernel import Clock, DomainError, Lease, Lock, iso_ms
 from ddd_celery.redis import (
     RedisJobCheckpoints,
     RedisJobLastRuns,
@@ -46,6 +53,9 @@ STORE_URL = os.environ.get("DDD_TEST_STORE_URL", BROKER_URL)
 PREFIX = os.environ["DDD_TEST_PREFIX"]
 QUEUE = os.environ["DDD_TEST_QUEUE"]
 SLEEP_S = float(os.environ.get("DDD_TEST_SLEEP_S", "0"))
+SEND_TO = os.environ.get("DDD_TEST_SEND_TO", BROKER_URL)
+CLOCK_SHIFT = timedelta(milliseconds=int(os.environ.get("DDD_TEST_CLOCK_SHIFT_MS", "0")))
+HOLD_AFTER_LOCK = os.environ.get("DDD_TEST_HOLD_AFTER_LOCK") == "1"
 
 records = connect(BROKER_URL)
 store = connect(STORE_URL)
@@ -93,6 +103,31 @@ def take_time(execution: JobExecution, job: str) -> None:
         time.sleep(SLEEP_S)
     finally:
         note(execution, job, began=began, ended=time.time())
+
+
+@scheduled("proc.until-aborted", every="1d", enabled=False)
+class UntilAbortedJob:
+    """Sent by the test itself: works ``SLEEP_S`` unless its signal is aborted first."""
+
+    def run(self, execution: JobExecution) -> None:
+        began = time.time()
+        aborted = execution.signal.wait(SLEEP_S)
+        reason = execution.signal.reason
+        note(
+            execution,
+            "proc.until-aborted",
+            began=began,
+            ended=time.time(),
+            aborted=aborted,
+            reason=None if reason is None else type(reason).__name__,
+        )
+        execution.signal.throw_if_aborted()
+
+
+@scheduled("proc.half-second", every="500ms", enabled=False)
+class HalfSecondJob:
+    def run(self, execution: JobExecution) -> None:
+        note(execution, "proc.half-second")
 
 
 @scheduled("proc.slow-skip", every="1s", overlap="skip", enabled=False)
@@ -163,8 +198,34 @@ def keep_outcome(run: JobRun, error: BaseException | None, detail: RunDetail) ->
     records.rpush(f"{PREFIX}outcomes", json.dumps(line))
 
 
+class ShiftedClock(Clock):
+    """This machine's clock moved by ``DDD_TEST_CLOCK_SHIFT_MS``: a server whose NTP lags."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + CLOCK_SHIFT
+
+
+class HoldingLock(Lock):
+    """A lock that, once taken, notes its key and hangs: the test kills the process there."""
+
+    def __init__(self, lock: Lock) -> None:
+        self._lock = lock
+
+    def acquire(self, key: str, ttl_ms: int) -> Lease | None:
+        lease = self._lock.acquire(key, ttl_ms)
+        if lease is not None:
+            records.rpush(f"{PREFIX}held", key)
+            time.sleep(3600)
+        return lease
+
+    def release(self, lease: Lease) -> bool:
+        return self._lock.release(lease)
+
+
 JOBS = [
     EverySecondJob,
+    UntilAbortedJob,
+    HalfSecondJob,
     EveryMinuteJob,
     CatchUpOnceJob,
     CatchUpSkipJob,
@@ -175,7 +236,9 @@ JOBS = [
     RefuseJob,
 ]
 
-app = Celery("process_app", broker=BROKER_URL)
+clock = ShiftedClock()
+lock: Lock = RedisLock(store, prefix=PREFIX, clock=clock)
+app = Celery("process_app", broker=SEND_TO)
 app.conf.update(
     broker_transport_options={"global_keyprefix": PREFIX},
     broker_connection_retry_on_startup=True,
@@ -184,7 +247,8 @@ app.conf.update(
 install_jobs(
     app,
     jobs=JOBS,
-    lock=RedisLock(store, prefix=PREFIX),
+    lock=HoldingLock(lock) if HOLD_AFTER_LOCK else lock,
+    clock=clock,
     run_state=RedisJobRunState(store, prefix=f"{PREFIX}run:"),
     checkpoints=RedisJobCheckpoints(store, prefix=f"{PREFIX}checkpoint:"),
     last_runs=RedisJobLastRuns(store, prefix=f"{PREFIX}last-run:"),
@@ -193,3 +257,6 @@ install_jobs(
     on_run=keep_outcome,
     routes={declaration_of(job).name: QUEUE for job in JOBS},
 )
+if "DDD_TEST_GRACE_MS" in os.environ:
+    app.conf.ddd_celery_grace_ms = int(os.environ["DDD_TEST_GRACE_MS"])
+app.conf.update(json.loads(os.environ.get("DDD_TEST_CONF_AFTER", "{}")))

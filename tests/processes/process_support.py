@@ -80,6 +80,16 @@ class CeleryProcess:
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the process ended, else None."""
+        return None if self._process is None else self._process.poll()
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` (SIGTERM, SIGINT...) and return at once; ``stop`` waits."""
+        if self._process is not None:
+            self._process.send_signal(signum)
+
     def kill(self) -> None:
         """SIGKILL: nothing is flushed, nothing is released, as when a machine dies."""
         if self._process is not None:
