@@ -24,6 +24,8 @@ from ddd_celery.declarations import (  # noqa: E402 - after the package, see abo
     parse_job_schedule,
     scheduled,
 )
+from ddd_celery.declarations.process import process_manager, step  # noqa: E402
+from ddd_celery.kernel.process_runner import ProcessDecision, TimeoutFired  # noqa: E402
 from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence  # noqa: E402
 
 # A library writes nothing unless the application configures logging.
@@ -34,6 +36,8 @@ __all__ = [
     "DeclarationError",
     "JobExecution",
     "ParsedJobSchedule",
+    "ProcessDecision",
+    "TimeoutFired",
     "background",
     "collect_background_jobs",
     "collect_scheduled_jobs",
@@ -41,5 +45,7 @@ __all__ = [
     "latest_occurrence",
     "next_occurrence",
     "parse_job_schedule",
+    "process_manager",
     "scheduled",
+    "step",
 ]

@@ -167,7 +167,7 @@ class StoredProcessRunner(ProcessRunner):
                 self._logger.info(
                     STEP_RETRIED,
                     extra={
-                        "process": declaration.name,
+                        "process_manager": declaration.name,
                         "instance_id": instance_id,
                         "step": step.name,
                         "attempt": attempt,
@@ -225,7 +225,9 @@ class StoredProcessRunner(ProcessRunner):
             self._unit_of_work.after_commit(
                 lambda: self._after_commit(saved, sent, outbox, cancelled)
             )
-        return ProcessInstance(name, instance_id, version + 1, decision.state, dict(timeouts))
+        return ProcessInstance(
+            name, instance_id, version + 1, _state_of(declaration, new_state), dict(timeouts)
+        )
 
     def _arm(
         self, declaration: ProcessDeclaration, instance_id: str, timeout: str, when: int | datetime
@@ -272,7 +274,7 @@ class StoredProcessRunner(ProcessRunner):
                 self._logger.warning(
                     COMMAND_NOT_SENT,
                     extra={
-                        "process": saved.process,
+                        "process_manager": saved.process,
                         "instance_id": saved.id,
                         "version": saved.version,
                         "command": type(command).__name__,
@@ -289,7 +291,7 @@ class StoredProcessRunner(ProcessRunner):
                 self._logger.warning(
                     JOB_NOT_CANCELLED,
                     extra={
-                        "process": saved.process,
+                        "process_manager": saved.process,
                         "instance_id": saved.id,
                         "job_id": job_id,
                         "error_type": type(error).__name__,
@@ -302,7 +304,7 @@ class StoredProcessRunner(ProcessRunner):
         self._logger.info(
             TIMEOUT_IGNORED,
             extra={
-                "process": declaration.name,
+                "process_manager": declaration.name,
                 "instance_id": instance_id,
                 "timeout": fired.timeout,
                 "job_id": fired.job_id,
@@ -340,12 +342,8 @@ def _stored_state(declaration: ProcessDeclaration, state: Any) -> Any:
     model = declaration.state_type
     if model is not None:
         try:
-            valid = (
-                state
-                if isinstance(state, model)
-                else model.model_validate(
-                    state.model_dump() if isinstance(state, BaseModel) else state
-                )
+            valid = model.model_validate(
+                state.model_dump() if isinstance(state, BaseModel) else state
             )
         except ValidationError as error:
             first = error.errors(include_url=False, include_input=False)[0]
