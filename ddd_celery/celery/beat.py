@@ -36,13 +36,14 @@ from ddd_celery.declarations.schedule import CronRule
 from ddd_celery.kernel.abort import AbortSignal
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.kernel.lock import Lease
-from ddd_celery.scheduling.errors import JobLockUnavailableError
+from ddd_celery.scheduling.errors import JobAbortedError, JobLockUnavailableError
 from ddd_celery.scheduling.execution import Attempt, not_run, ran
 from ddd_celery.scheduling.instants import next_occurrence
 from ddd_celery.scheduling.occurrence import (
     MAX_SLEEP_MS,
     Event,
     Occurrence,
+    Step,
     jitter_delay_ms,
     lock_key,
     lock_ttl_ms,
@@ -193,12 +194,14 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
     def close(self) -> None:
         """Stop: an occurrence still waiting its jitter is not sent by this beat, so ``missed``.
 
-        Then Celery's own close (its publishing connection). Leases are kept: a beat started
-        next must still find them taken.
+        The checkpoints of what this beat handled are written (an occurrence interrupted by the
+        stop included, so a restart does not take it for a gap). Then Celery's own close (its
+        publishing connection). Leases are kept: a beat started next must still find them taken.
         """
         try:
             if self._jobs is not None:
                 self._drop_waiting(self._jobs)
+                self._follow_up(self._jobs)
         finally:
             super().close()
 
@@ -324,9 +327,37 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             self._dispatch(job, occurrence, now)
 
     def _dispatch(self, job: CeleryJob, occurrence: Occurrence, now: datetime) -> None:
-        """Lock, claim and send one occurrence whose jitter has elapsed."""
-        jobs, at, options = self._registry(), occurrence.scheduled_at, job.schedule.options
+        """Lock, claim and send one occurrence whose jitter has elapsed.
+
+        Beat stopped on the way (SIGTERM and Ctrl-C raise ``SystemExit`` or
+        ``KeyboardInterrupt`` wherever beat is, a send to a broker that does not answer
+        included) records the occurrence ``failed``, ``JOB_ABORTED``, and ends its claim in the
+        run state, so no later occurrence is skipped behind a run that never comes. Then beat
+        stops. The lock stays taken: the message may have left, so no other beat sends it.
+        """
         occurrence.move(Event.JITTER_ELAPSED)
+        try:
+            self._lock_claim_send(job, occurrence, now)
+        except (KeyboardInterrupt, SystemExit) as stopping:
+            self._record_interrupted(job, occurrence, stopping)
+            raise
+
+    def _record_interrupted(
+        self, job: CeleryJob, occurrence: Occurrence, stopping: BaseException
+    ) -> None:
+        """Give an occurrence cut short by beat's stop its outcome, and free what it claimed."""
+        if occurrence.outcome is not None:
+            return  # recorded before the stop arrived
+        at = occurrence.scheduled_at
+        error = JobAbortedError(
+            f"beat stopped ({type(stopping).__name__}) while it sent the occurrence", job=job.name
+        )
+        self._registry().recorder.record(not_run(job.name, at, Outcome.FAILED, error=error), error)
+        if job.declared and occurrence.step in (Step.CLAIMING, Step.RUNNING):
+            self._free_run_state(job, at)
+
+    def _lock_claim_send(self, job: CeleryJob, occurrence: Occurrence, now: datetime) -> None:
+        jobs, at, options = self._registry(), occurrence.scheduled_at, job.schedule.options
         lease: Lease | None = None
         if options.single_instance:
             try:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import socket
+import threading
+import time
 
 import pytest
-from process_support import Deployment, wait_until
+from process_support import STOP_S, Deployment, parse, wait_until
+
+from ddd_celery.redis import RedisJobCheckpoints, RedisJobRunState
 
 pytestmark = pytest.mark.processes
 
@@ -30,3 +37,62 @@ def test_a_worker_and_a_beat_refuse_to_start_once_the_configuration_allows_pickl
         assert "ddd_celery refuses to start" in output, deploy.logs()
         assert "accept_content" in output, deploy.logs()
     assert deploy.ran(EVERY_SECOND) == []
+
+
+class SilentBroker:
+    """A TCP port that accepts connections and never answers, as a broker that hangs."""
+
+    def __init__(self) -> None:
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self._server.getsockname()[1]}/0"
+        self._held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = self._server.accept()
+                self._held.append(connection)
+
+    def close(self) -> None:
+        self._server.close()
+        for connection in self._held:
+            connection.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_beat_stopped_while_its_send_hangs_records_the_occurrence_and_frees_the_job(
+    deploy: Deployment, signum: int
+) -> None:
+    broker = SilentBroker()
+    try:
+        env = deploy.environment({EVERY_SECOND: {"enabled": True}})
+        env["DDD_TEST_SEND_TO"] = broker.url
+        beat = deploy.beat(env)
+        run_state = RedisJobRunState(deploy.records, prefix=f"{deploy.prefix}run:")
+        wait_until(
+            lambda: (
+                "Sending due task proc.every-second" in beat.output()
+                and run_state.running(EVERY_SECOND) is not None
+            ),
+            30,
+            "beat to claim an occurrence and hang in its send",
+        )
+        sending = run_state.running(EVERY_SECOND)
+        time.sleep(1.5)  # still there: the send hangs, beat handles nothing else
+        assert run_state.running(EVERY_SECOND) == sending, deploy.logs()
+
+        beat.signal(signum)
+        wait_until(lambda: not beat.alive, STOP_S, "beat to stop")
+    finally:
+        broker.close()
+
+    assert run_state.running(EVERY_SECOND) is None, deploy.logs()
+    assert sending is not None
+    [aborted] = deploy.outcomes(EVERY_SECOND, "failed")
+    assert parse(aborted["scheduled_at"]) == sending, deploy.logs()
+    assert aborted["error_code"] == "JOB_ABORTED"
+    assert deploy.ran(EVERY_SECOND) == []
+    checkpoint = RedisJobCheckpoints(deploy.records, prefix=f"{deploy.prefix}checkpoint:")
+    assert checkpoint.read(EVERY_SECOND) == sending, deploy.logs()
