@@ -222,7 +222,7 @@ def _listed(registry: CeleryJobs, job: CeleryJob, now: datetime, stores: _Stores
         job.name,
         job.schedule.description,
         "yes" if enabled else "no",
-        job.queue or "(task's own)",
+        job.queue or ("(runs in beat)" if job.inline is not None else "(task's own)"),
         NEVER_BY_TIME if at is None else iso_ms(at),
         NEVER_BY_TIME if at is None else local_time(at, zone),
         running,
@@ -268,7 +268,7 @@ def _last_handled(registry: CeleryJobs, job: CeleryJob, stores: _Stores) -> tupl
 
 
 def _last_outcome(registry: CeleryJobs, job: CeleryJob, stores: _Stores) -> tuple[str, Any]:
-    if not job.declared:
+    if not job.declared and job.inline is None:  # a system job's outcome is recorded by beat
         return UNTRACKED, UNTRACKED
     last_runs = registry.last_runs
     if last_runs is None:

@@ -16,15 +16,19 @@ from typing import Any
 import pytest
 from background_jobs import ECHO, EchoJob, Seen
 from celery import Celery
+from celery.bin.base import CLIContext
 from celery.signals import before_task_publish
+from click.testing import CliRunner
 
 from ddd_celery.background import InMemoryJobStore, JobStatus
 from ddd_celery.background.store import Dispatch, JobStore
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.background import BackgroundJobs, install_background_jobs
 from ddd_celery.celery.beat import JobBeatScheduler
-from ddd_celery.celery.relay import Relay
+from ddd_celery.celery.cli import jobs
+from ddd_celery.celery.relay import RELAY_JOB, Relay
 from ddd_celery.kernel import FixedClock, InMemoryLock, Lease, Lock, iso_ms
+from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
 from ddd_celery.scheduling.outcomes import JobRun
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -220,3 +224,24 @@ def test_the_relay_refuses_sizes_that_are_not_positive(setup: Setup) -> None:
     store: JobStore = setup.store
     with pytest.raises(ValueError, match="batch"):
         Relay(setup.app, store, setup.clock, batch=0)
+
+
+def test_jobs_list_shows_the_relay_running_in_beat_with_its_last_outcome() -> None:
+    clock = FixedClock(START)
+    app = Celery(f"relay-{uuid.uuid4().hex[:8]}", broker="memory://", set_as_current=False)
+    install_jobs(
+        app, jobs=[], lock=InMemoryLock(clock), clock=clock, environ={},
+        last_runs=InMemoryJobLastRuns(),
+    )  # fmt: skip
+    install_background_jobs(app, jobs=[EchoJob], store=InMemoryJobStore(), providers={Seen: Seen})
+    scheduler = JobBeatScheduler(app=app)
+    scheduler.tick()
+    clock.advance(1_000)
+    scheduler.tick()
+
+    context = CLIContext(app=app, no_color=True, workdir=None, quiet=False)
+    listed = CliRunner().invoke(jobs, ["list"], obj=context)
+
+    [row] = [line for line in listed.output.splitlines() if line.startswith(RELAY_JOB)]
+    assert "(runs in beat)" in row
+    assert row.endswith(f"succeeded {iso_ms(START + timedelta(seconds=1))}")
