@@ -165,7 +165,7 @@ def install_jobs(
         ids=ids or UuidGenerator(),
         scope=scope or ContextVarExecutionScope(),
         recorder=recorder(last_runs),
-        rules=SchedulerRules(),
+        rules=_explicit_rules(late_after_ms, lock_ttl_ms),
         tenants=tenants,
         start=run_jobs_from_env(environ) if start is None else start,
         providers=providers,
@@ -236,7 +236,7 @@ def _settler(
                 return
             conf = app.conf
             refuse_pickle(conf)
-            config = read_config(conf)
+            config = read_config(conf, getattr(app, "namespace", None))
             stores = None if given.every_store else redis_stores(config, registry.clock)
             if given.lock is not None:
                 registry.lock = given.lock
@@ -252,12 +252,16 @@ def _settler(
                 registry.last_runs = stores.last_runs
                 registry.recorder = recorder(stores.last_runs)
             registry.rules = SchedulerRules(
-                late_after_ms=given.late_after_ms or config.late_after_ms,
-                lock_ttl_ms=given.lock_ttl_ms or config.lock_ttl_ms,
+                late_after_ms=_first(given.late_after_ms, config.late_after_ms),
+                lock_ttl_ms=_first(given.lock_ttl_ms, config.lock_ttl_ms),
             )
             registry.settle = None
 
     return settle
+
+
+def _first(given: int | None, configured: int) -> int:
+    return configured if given is None else given
 
 
 class _UnsettledLock(Lock):
@@ -268,6 +272,12 @@ class _UnsettledLock(Lock):
 
     def release(self, lease: Lease) -> bool:
         raise RuntimeError("the lock is read from app.conf at first use: reach it via jobs_of(app)")
+
+
+def _explicit_rules(late_after_ms: int | None, lock_ttl_ms: int | None) -> SchedulerRules:
+    """The rules until ``app.conf`` is read; a value given that cannot be used is refused now."""
+    given = {"late_after_ms": late_after_ms, "lock_ttl_ms": lock_ttl_ms}
+    return SchedulerRules(**{name: value for name, value in given.items() if value is not None})
 
 
 def _observers(*observers: OnRun | None) -> OnRun | None:
