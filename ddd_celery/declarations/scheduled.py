@@ -117,9 +117,9 @@ def collect_scheduled_jobs(*modules: ModuleType | str) -> list[ScheduledJobDecla
 
     A context lists its package, not its jobs: adding a ``*.job`` module is enough. What an
     import raises (a ``DeclarationError`` of a bad job, an ``ImportError``) propagates. A
-    folder of the package that holds Python modules but no ``__init__.py`` is refused with a
-    ``DeclarationError`` naming it: Python's walk skips such a folder, so its jobs would be
-    left out without a word.
+    folder of the package without ``__init__.py`` whose modules use ``@scheduled`` is refused
+    with a ``DeclarationError`` naming it: Python's walk skips such a folder, so its jobs would
+    be left out without a word. Other folders without one (scripts, templates) are left alone.
     """
     names: set[str] = set()
     for module in modules:
@@ -144,13 +144,21 @@ def _refuse_folders_without_init(package: str, folders: list[Path]) -> None:
                 child.is_dir()
                 and child.name.isidentifier()
                 and not (child / "__init__.py").exists()
-                and any(child.rglob("*.py"))
+                and _declares_jobs(child)
             ):
                 raise DeclarationError(
-                    f"folder {package}.{child.name} holds Python modules but no __init__.py, "
-                    f"so collect_scheduled_jobs cannot see the jobs in it: add an empty "
+                    f"folder {package}.{child.name} holds @scheduled jobs but no __init__.py, "
+                    f"so collect_scheduled_jobs cannot see them: add an empty "
                     f"{child.name}/__init__.py"
                 )
+
+
+def _declares_jobs(folder: Path) -> bool:
+    """Whether a module under ``folder`` mentions ``@scheduled``: read, never imported."""
+    return any(
+        "@scheduled" in module.read_text(encoding="utf-8", errors="replace")
+        for module in folder.rglob("*.py")
+    )
 
 
 def _check_run(job_class: object, name: str) -> None:

@@ -145,13 +145,15 @@ def test_a_folder_without_init_is_refused_naming_it_rather_than_skipped(on_path:
     with pytest.raises(DeclarationError) as refused:
         collect_scheduled_jobs("hidden_ctx")
 
-    assert "hidden_ctx.application.scheduling" in str(refused.value)
+    assert "folder hidden_ctx.application.scheduling holds @scheduled jobs" in str(refused.value)
     assert "add an empty scheduling/__init__.py" in str(refused.value)
 
 
-def test_a_folder_without_python_modules_needs_no_init(on_path: Path) -> None:
+def test_a_folder_that_declares_no_job_needs_no_init(on_path: Path) -> None:
     (on_path / "plain_ctx" / "templates").mkdir(parents=True)
     (on_path / "plain_ctx" / "templates" / "reminder.txt").write_text("Dear {name}")
+    (on_path / "plain_ctx" / "scripts").mkdir()
+    (on_path / "plain_ctx" / "scripts" / "backfill.py").write_text("print('backfill')\n")
     (on_path / "plain_ctx" / "__init__.py").write_text("")
     (on_path / "plain_ctx" / "purge.py").write_text(JOB.replace("hidden", "plain"))
 
