@@ -1,15 +1,18 @@
-"""The appointment booking on real ``celery worker`` and ``celery beat`` processes.
+"""The appointment booking on real ``celery worker`` and ``celery beat`` processes, and killed.
 
 The app is ``process_managers_app``: the SQL family on the real PostgreSQL, the broker on the
 real Redis. This process runs the first steps, as a request handler would; the payment timeout
 fires in the worker, as a delayed job kept in the store and published by the relay in beat (no
-Celery ETA). Every wait is bounded; every process is ended and every table dropped with its test.
+Celery ETA). A process killed by SIGKILL between the commit of a step and the send of its
+commands loses none: the outbox job, committed with the state, sends them. Every wait is
+bounded; every process is ended and every table dropped with its test.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -34,7 +37,7 @@ from ddd_celery.kernel import (
     SystemClock,
     UuidGenerator,
 )
-from ddd_celery.processes import StoredProcessRunner
+from ddd_celery.processes import PROCESS_COMMANDS_JOB, StoredProcessRunner
 from ddd_celery.redis import connect
 from ddd_celery.sql import SqlAlchemyUnitOfWork, SqlJobStore, create_tables, drop_tables
 from ddd_celery.sql.process_store import (
@@ -250,3 +253,71 @@ def test_a_booking_paid_in_time_is_never_released_and_a_stale_timeout_does_nothi
     assert found is not None
     assert (found.version, found.state.status) == (2, "confirmed")
     assert "Process timeout no longer armed, ignored" in clinic.logs()
+
+
+def test_a_process_killed_between_saving_and_sending_loses_no_command(clinic: Clinic) -> None:
+    crashed = subprocess.run(
+        [sys.executable, __file__, "crash", clinic.tables, "a-3"],
+        env=clinic.env(),
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+
+    found = clinic.runner.find(AppointmentBooking, "a-3")
+    assert found is not None  # the state was saved: the kill came after the commit
+    assert (found.version, found.state.status) == (1, "awaiting-payment")
+    [outbox] = [j for j in clinic.store.list_jobs(limit=100) if j.name == PROCESS_COMMANDS_JOB]
+    assert outbox.status is JobStatus.QUEUED
+    assert clinic.commands_for("a-3") == []
+
+    clinic.beat()
+    clinic.worker()
+    wait_until(
+        lambda: clinic.status(outbox.id) is JobStatus.SUCCEEDED,
+        40,
+        f"the outbox job to send the command\n{clinic.logs()}",
+    )
+
+    sent = clinic.commands_for("a-3")
+    assert [(c["type"], c["body"]) for c in sent] == [
+        (
+            "RequestPayment",
+            {"appointment_id": "a-3", "patient": "ada@example.test", "amount_cents": 4_500},
+        )
+    ]
+
+
+def _crash_between_saving_and_sending(tables: str, instance_id: str) -> None:
+    """Run the first step of a booking on PostgreSQL, and die by SIGKILL at its first send."""
+
+    class DyingBus(InMemoryCommandBus):
+        def execute(self, command: object) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    engine = create_engine(DATABASE_URL, connect_args={"connect_timeout": 2})
+    unit_of_work = SqlAlchemyUnitOfWork(sessionmaker(engine))
+    runner = StoredProcessRunner(
+        store=SqlProcessStore(engine, unit_of_work=unit_of_work, prefix=tables),
+        jobs=StoredJobQueue(
+            store=SqlJobStore(engine, unit_of_work=unit_of_work, prefix=tables),
+            clock=SystemClock(),
+            ids=UuidGenerator(),
+            scope=FixedExecutionScope(),
+            unit_of_work=unit_of_work,
+        ),
+        commands=DyingBus(),
+        unit_of_work=unit_of_work,
+        resend_after_ms=2_000,
+    )
+    runner.handle(
+        AppointmentBooking, instance_id, AppointmentBooking.slot_held, held(instance_id, 600_000)
+    )
+    raise SystemExit("the step sent its commands: the bus did not kill this process")
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["crash"]:
+    _crash_between_saving_and_sending(sys.argv[2], sys.argv[3])
