@@ -255,6 +255,7 @@ def _settler(
                 late_after_ms=_first(given.late_after_ms, config.late_after_ms),
                 lock_ttl_ms=_first(given.lock_ttl_ms, config.lock_ttl_ms),
             )
+            registry.grace_ms = config.grace_ms
             registry.settle = None
 
     return settle

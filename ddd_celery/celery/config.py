@@ -12,6 +12,7 @@ builds Redis clients but connects to nothing; the first command does.
 | ``ddd_celery_key_prefix`` | ``"ddd_celery:"`` |
 | ``ddd_celery_late_after_ms`` | ``60000`` |
 | ``ddd_celery_lock_ttl_ms`` | ``900000`` |
+| ``ddd_celery_grace_ms`` | ``30000`` (a stopping worker waits that long for a run) |
 
 This module is wiring, like an application's composition root: it is the one place of the
 Celery adapter that builds the Redis adapters, and imports them only when a URL asks for them.
@@ -29,7 +30,11 @@ from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.lock import Lock
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.last_runs import JobLastRuns
-from ddd_celery.scheduling.occurrence import DEFAULT_LATE_AFTER_MS, DEFAULT_LOCK_TTL_MS
+from ddd_celery.scheduling.occurrence import (
+    DEFAULT_GRACE_MS,
+    DEFAULT_LATE_AFTER_MS,
+    DEFAULT_LOCK_TTL_MS,
+)
 from ddd_celery.scheduling.run_state import JobRunState
 
 PREFIX = "ddd_celery_"
@@ -56,6 +61,8 @@ class JobsConfig(BaseModel):
     """Put before every key of the stores: the lock's is ``<prefix>job:<name>:<instant>``."""
     late_after_ms: Annotated[StrictInt, Field(gt=0)] = DEFAULT_LATE_AFTER_MS
     lock_ttl_ms: Annotated[StrictInt, Field(gt=0)] = DEFAULT_LOCK_TTL_MS
+    grace_ms: Annotated[StrictInt, Field(ge=0, le=24 * 3_600_000)] = DEFAULT_GRACE_MS
+    """How long a worker that stops waits for its runs before aborting them (``JOB_ABORTED``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.errors import InvalidJobScheduleError, UnknownJobError
 from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.observability import RunRecorder
-from ddd_celery.scheduling.occurrence import SchedulerRules
+from ddd_celery.scheduling.occurrence import DEFAULT_GRACE_MS, SchedulerRules
 from ddd_celery.scheduling.run_state import JobRunState
 
 ATTRIBUTE = "ddd_jobs"
@@ -75,6 +75,8 @@ class CeleryJobs:
     start: bool
     """False in a process that registers and describes jobs but runs nothing by time (RUN_JOBS)."""
     providers: Mapping[type, Provider]
+    grace_ms: int = DEFAULT_GRACE_MS
+    """How long a worker that stops waits for its runs before aborting them (``JOB_ABORTED``)."""
     settle: Callable[[CeleryJobs], None] | None = None
     """Reads what the app's configuration decides (``ddd_celery_*``), once, at first use."""
 

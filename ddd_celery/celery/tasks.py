@@ -33,12 +33,13 @@ from celery.exceptions import SoftTimeLimitExceeded
 from ddd_celery.celery.logs import render_fields_in_celery_logs
 from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError, refuse_unreal
 from ddd_celery.celery.registry import ATTRIBUTE, CeleryJob, CeleryJobs, jobs_of
+from ddd_celery.celery.shutdown import RUNS
 from ddd_celery.celery.tracing import TraceparentScope, run_span, send_span
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.kernel.abort import AbortController
 from ddd_celery.kernel.errors import DomainError
 from ddd_celery.kernel.instants import iso_ms
-from ddd_celery.scheduling.errors import JobTimeoutError
+from ddd_celery.scheduling.errors import JobAbortedError, JobTimeoutError
 from ddd_celery.scheduling.execution import (
     Attempt,
     JobCallable,
@@ -406,6 +407,8 @@ class OccurrenceRun:
             return self._conclude(unanswered, None)
         self._attempt = replace(self._attempt, tenants=tenants)
         watchdog = self._watchdog()
+        if self._app is not None:
+            RUNS.add(self)  # a worker's run: its stop gives it grace_ms, then aborts it
         try:
             try:
                 run = self._callable()
@@ -418,6 +421,7 @@ class OccurrenceRun:
                 tenant = None  # a timeout is the occurrence's, not one tenant's
             return self._conclude(error, tenant)
         finally:
+            RUNS.discard(self)
             if watchdog is not None:
                 watchdog.cancel()
 
@@ -456,6 +460,23 @@ class OccurrenceRun:
         timer.daemon = True
         timer.start()
         return timer
+
+    @property
+    def grace_ms(self) -> int:
+        """How long the run may go on once its worker stops (``ddd_celery_grace_ms``)."""
+        return self._registry.grace_ms
+
+    def abort_for_stop(self) -> None:
+        """The worker stopped and the grace passed: abort the signal, record ``JOB_ABORTED``.
+
+        Recorded now, before the process exits; a timeout that came first keeps its record.
+        """
+        aborted = JobAbortedError(
+            f"the worker stopped and the run outlived grace_ms={self.grace_ms}",
+            job=self._job.name,
+        )
+        if self._controller.abort(aborted):
+            self._conclude(aborted, None)
 
     def _on_deadline(self) -> None:
         self._conclude(self._timed_out(None), None)

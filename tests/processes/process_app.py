@@ -111,6 +111,7 @@ class UntilAbortedJob:
 
     def run(self, execution: JobExecution) -> None:
         began = time.time()
+        records.rpush(f"{PREFIX}started:proc.until-aborted", str(began))
         aborted = execution.signal.wait(SLEEP_S)
         reason = execution.signal.reason
         note(

@@ -8,10 +8,13 @@ import signal
 import socket
 import threading
 import time
+from datetime import UTC, datetime
 
 import pytest
-from process_support import STOP_S, Deployment, parse, wait_until
+from celery import Celery
+from process_support import REDIS_URL, STOP_S, Deployment, parse, wait_until
 
+from ddd_celery.celery import OccurrenceMessage
 from ddd_celery.redis import RedisJobCheckpoints, RedisJobRunState
 
 pytestmark = pytest.mark.processes
@@ -96,3 +99,43 @@ def test_a_beat_stopped_while_its_send_hangs_records_the_occurrence_and_frees_th
     assert deploy.ran(EVERY_SECOND) == []
     checkpoint = RedisJobCheckpoints(deploy.records, prefix=f"{deploy.prefix}checkpoint:")
     assert checkpoint.read(EVERY_SECOND) == sending, deploy.logs()
+
+
+UNTIL_ABORTED = "proc.until-aborted"
+GRACE_MS = 2_000
+
+
+@pytest.mark.parametrize("pool", ["solo", "threads"])
+def test_a_worker_stopped_gives_its_run_the_grace_then_aborts_and_records_it_before_exiting(
+    deploy: Deployment, pool: str
+) -> None:
+    """Celery's warm shutdown would wait the whole minute the job takes."""
+    env = deploy.environment({UNTIL_ABORTED: {"enabled": True}}, sleep_s=60)
+    env["DDD_TEST_GRACE_MS"] = str(GRACE_MS)
+    worker = deploy.worker(env, pool=pool)
+    sender = Celery("sender", broker=REDIS_URL, set_as_current=False)
+    sender.conf.update(broker_transport_options={"global_keyprefix": deploy.prefix})
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    try:
+        sender.send_task(
+            UNTIL_ABORTED,
+            kwargs=OccurrenceMessage(midnight, "corr-stop").to_kwargs(),
+            queue=deploy.queue,
+            serializer="json",
+        )
+    finally:
+        sender.close()
+    started = f"{deploy.prefix}started:{UNTIL_ABORTED}"
+    wait_until(lambda: deploy.records.llen(started) == 1, 30, "the run to start")
+
+    stopped_at = time.time()
+    worker.signal(signal.SIGTERM)
+    wait_until(lambda: not worker.alive, 20, "the worker to exit once the grace passed")
+
+    [outcome] = deploy.outcomes(UNTIL_ABORTED)
+    assert (outcome["outcome"], outcome["error_code"]) == ("failed", "JOB_ABORTED"), outcome
+    assert outcome["pid"] == worker.pid
+    [run] = deploy.ran(UNTIL_ABORTED)
+    assert (run["aborted"], run["reason"]) == (True, "JobAbortedError"), run
+    assert run["ended"] - stopped_at >= GRACE_MS / 1000 - 0.2, (run, stopped_at)
+    assert outcome["duration_ms"] >= GRACE_MS, outcome
