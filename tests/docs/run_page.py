@@ -1,0 +1,74 @@
+"""Run the samples of one page, in order, in the current folder: ``python run_page.py PAGE``.
+
+Snippets share one namespace, as a reader who pastes them one after another does; a file
+sample is written and imported, and its names join that namespace. Top-level ``await`` runs on
+one event loop for the whole page. The first sample that raises ends the run, exit code 1,
+naming the page and the line of the sample.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib
+import inspect
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from samples import extract
+
+
+def main(page_path: str) -> int:
+    page = extract(Path(page_path))
+    here = Path.cwd()
+    sys.path.insert(0, str(here))
+    namespace: dict[str, Any] = {"__name__": "__sample__"}
+    loop = asyncio.new_event_loop()
+    try:
+        for sample in page.samples:
+            where = f"{Path(page_path).name}:{sample.line}"
+            try:
+                if sample.path is not None:
+                    namespace.update(_public(_import_file(here, sample.path, sample.code)))
+                else:
+                    code = compile(
+                        sample.code,
+                        where,
+                        "exec",
+                        flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+                        dont_inherit=True,  # a sample is a file of its own: no __future__ of ours
+                    )
+                    result = eval(code, namespace)
+                    if inspect.iscoroutine(result):
+                        loop.run_until_complete(result)
+            except BaseException:
+                print(f"the sample at {where} failed:\n{sample.code}", file=sys.stderr)
+                traceback.print_exc()
+                return 1
+    finally:
+        loop.close()
+    shown = sum(not sample.hidden for sample in page.samples)
+    print(f"{shown} ran, {len(page.skipped)} marked not to run")
+    return 0
+
+
+def _import_file(here: Path, path: str, code: str) -> Any:
+    target = here / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for folder in Path(path).parents:
+        init = here / folder / "__init__.py"
+        if folder != Path(".") and not init.exists():
+            init.write_text("")  # the page's shell steps make the packages; they are not run
+    target.write_text(code, encoding="utf-8")
+    importlib.invalidate_caches()
+    return importlib.import_module(path.removesuffix(".py").replace("/", "."))
+
+
+def _public(module: Any) -> dict[str, Any]:
+    return {key: value for key, value in vars(module).items() if not key.startswith("_")}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,145 @@
+"""Every Python sample of the README and of ``docs/`` runs, so the docs cannot drift.
+
+Each page runs in a new interpreter in a folder of its own: samples declare jobs, and two
+pages may declare the same job name, which one process's registry would refuse.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.docs.samples import SampleMarkerError, extract
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+
+
+def _name(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_every_python_sample_of_the_page_runs_or_says_why_not(page: Path, tmp_path: Path) -> None:
+    samples = extract(page)
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)])}
+
+    done = subprocess.run(
+        [sys.executable, str(HERE / "run_page.py"), str(page)],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr[-6000:]
+    shown = sum(not sample.hidden for sample in samples.samples)
+    ran = f"{shown} ran, {len(samples.skipped)} marked not to run"
+    assert done.stdout.splitlines()[-1] == ran
+
+
+def test_a_page_has_python_samples_to_run() -> None:
+    shown = [sample for page in PAGES for sample in extract(page).samples if not sample.hidden]
+    assert len(shown) >= 20
+
+
+PAGE = """\
+# A page
+
+```python
+first = 1
+```
+
+<!-- not-run: needs a Redis broker and a running beat -->
+
+```python
+raise SystemExit("never run")
+```
+
+1. A step:
+
+   ```python
+   # shop/jobs.py
+   second = first + 1
+   ```
+
+```bash
+echo not python
+```
+"""
+
+
+def test_samples_are_read_in_order_indented_or_not_and_marked_ones_are_counted(
+    tmp_path: Path,
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(PAGE)
+
+    read = extract(page)
+
+    assert [(s.line, s.code, s.path) for s in read.samples] == [
+        (4, "first = 1\n", None),
+        (16, "# shop/jobs.py\nsecond = first + 1\n", "shop/jobs.py"),
+    ]
+    assert [(s.line, s.reason) for s in read.skipped] == [
+        (10, "needs a Redis broker and a running beat")
+    ]
+
+
+@pytest.mark.parametrize("marker", ["<!-- not-run -->", "<!-- not-run: -->", "<!--not-run:  -->"])
+def test_a_sample_marked_not_to_run_without_a_reason_is_refused(
+    tmp_path: Path, marker: str
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(f"{marker}\n```python\nx = 1\n```\n")
+
+    with pytest.raises(SampleMarkerError, match=r"page.md:1: a not-run marker says why"):
+        extract(page)
+
+
+def test_a_failing_sample_fails_its_page_naming_the_line(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```python\nx = 1\n```\n\n```python\nassert x == 2\n```\n")
+
+    done = subprocess.run(
+        [sys.executable, str(HERE / "run_page.py"), str(page)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(HERE)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert done.returncode == 1
+    assert "the sample at page.md:6 failed" in done.stderr
+    assert "AssertionError" in done.stderr
+
+
+def test_samples_share_a_namespace_files_are_imported_and_await_runs(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- sample-setup\nBASE = 40\n-->\n\n"
+        "```python\n# shop/values.py\nVALUE = 41\n```\n\n"
+        "```python\nimport asyncio\n\nawait asyncio.sleep(0)\n"
+        "answer = VALUE + 1\nassert BASE == 40\n```\n\n"
+        "```python\nfrom shop.values import VALUE as again\nassert answer == again + 1\n```\n"
+    )
+
+    done = subprocess.run(
+        [sys.executable, str(HERE / "run_page.py"), str(page)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(HERE)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "3 ran, 0 marked not to run\n"
