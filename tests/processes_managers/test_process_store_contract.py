@@ -16,12 +16,14 @@ import pytest
 from sqlalchemy import Engine, create_engine, delete
 from sqlalchemy.orm import sessionmaker
 
-from ddd_celery.processes import InMemoryProcessStore
+from ddd_celery.processes import InMemoryProcessStore, StoredProcess
 from ddd_celery.sql import SqlAlchemyUnitOfWork, sqlite_engine
 from ddd_celery.sql.process_store import (
     SqlProcessStore,
     create_process_tables,
     drop_process_tables,
+    process_ddl,
+    process_table,
 )
 from ddd_celery.testing.contracts.process_store import ProcessStoreContract, ProcessStoreSubject
 
@@ -77,3 +79,21 @@ class TestSqlProcessStore(ProcessStoreContract):
         unit_of_work = SqlAlchemyUnitOfWork(sessionmaker(engine))
         store = SqlProcessStore(engine, unit_of_work=unit_of_work, prefix=prefix)
         return ProcessStoreSubject(store=store, peer=peer, unit_of_work=unit_of_work)
+
+
+def test_the_ddl_for_a_migration_makes_the_table_the_store_uses(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'migrated.sqlite3'}")
+    statement = process_ddl(engine.dialect, "app_")
+    assert statement.startswith("CREATE TABLE app_processes (")
+    with engine.begin() as connection:
+        connection.exec_driver_sql(statement)
+    store = SqlProcessStore(engine, prefix="app_")
+    saved = StoredProcess("booking.appointment-booking", "b-1", 1, {"n": 1}, {"payment": "j-1"})
+    store.save(saved, expected_version=0)
+    assert store.load("booking.appointment-booking", "b-1") == saved
+    engine.dispose()
+
+
+def test_a_table_prefix_the_sql_family_refuses_is_refused() -> None:
+    with pytest.raises(ValueError, match="a table prefix"):
+        process_table("1; drop table")
