@@ -14,7 +14,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 
@@ -58,7 +58,17 @@ class ProcessDeclaration:
 _REGISTRY: dict[str, ProcessDeclaration] = {}
 
 
-def step(function: _F | None = None, *, starts: bool = False, on_timeout: str | None = None) -> Any:
+@overload
+def step(function: _F, /) -> _F: ...
+
+
+@overload
+def step(*, starts: bool = False, on_timeout: str | None = None) -> Callable[[_F], _F]: ...
+
+
+def step(
+    function: _F | None = None, /, *, starts: bool = False, on_timeout: str | None = None
+) -> _F | Callable[[_F], _F]:
     """Mark a method of a process manager as a step: ``@step``, ``@step(starts=True)``,
     ``@step(on_timeout="payment")``. ``@process_manager`` checks it when the class is declared.
     """
