@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from celery.signals import beat_init, task_revoked, worker_init
+from celery.utils.imports import symbol_by_name
 
 from ddd_celery.celery.beat_entries import translate_beat_schedule
 from ddd_celery.celery.config import missing_lock, read_config, redis_stores
@@ -310,6 +311,14 @@ def warn_of_another_scheduler(sender: Any = None, **_: Any) -> None:
     scheduler = getattr(sender, "scheduler", None)
     if not isinstance(registry, CeleryJobs) or isinstance(scheduler, JobBeatScheduler):
         return
+    if _kept(app, scheduler):
+        logger.info(
+            "beat: this beat runs the app's own scheduler %s (keep_beat_scheduler); the %d "
+            "jobs run in a beat started with -S ddd",
+            type(scheduler).__name__,
+            len(registry.jobs),
+        )
+        return
     logger.error(
         "beat: this beat runs the scheduler %s, so none of the %d jobs installed on app %r "
         "will run in it: start it with `celery -A <app> beat -S ddd`, or without -S "
@@ -318,6 +327,20 @@ def warn_of_another_scheduler(sender: Any = None, **_: Any) -> None:
         len(registry.jobs),
         getattr(app, "main", None),
     )
+
+
+def _kept(app: Any, scheduler: object) -> bool:
+    """Whether ``scheduler`` is another library's one the app's configuration chose.
+
+    ``install_jobs`` refuses such a setting unless told to keep it, so it is deliberate.
+    """
+    configured = _scheduler_path(app.conf.beat_scheduler)
+    if configured in _OURS or configured == CELERY_DEFAULT_SCHEDULER:
+        return False
+    try:
+        return symbol_by_name(configured) is type(scheduler)
+    except (ImportError, AttributeError, ValueError):
+        return False
 
 
 def _refuse_another_scheduler(conf: Any) -> None:

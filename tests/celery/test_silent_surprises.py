@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
-from celery.beat import Service
+from celery.beat import PersistentScheduler, Service
 from celery.signals import beat_init
 
 from ddd_celery.celery import install_jobs
@@ -158,3 +158,22 @@ def test_a_folder_that_declares_no_job_needs_no_init(on_path: Path) -> None:
     (on_path / "plain_ctx" / "purge.py").write_text(JOB.replace("hidden", "plain"))
 
     assert [job.name for job in collect_scheduled_jobs("plain_ctx")] == ["plain.purge"]
+
+
+class OtherLibraryScheduler(PersistentScheduler):  # type: ignore[misc]
+    """Stands for django-celery-beat's or redbeat's scheduler."""
+
+
+def test_a_beat_on_the_scheduler_the_app_kept_on_purpose_only_informs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept = f"{__name__}:OtherLibraryScheduler"
+    app = an_app(beat_scheduler=kept)
+    install(app, keep_beat_scheduler=True)
+
+    with caplog.at_level(logging.INFO, logger="ddd_celery"):
+        start_beat(app, kept, tmp_path)
+
+    [record] = [r for r in caplog.records if "jobs run in a beat started with -S ddd" in r.message]
+    assert record.levelno == logging.INFO
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
