@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, create_engine
@@ -43,6 +44,8 @@ from ddd_celery.testing import ManualJobTimers
 from examples.clinic.booking.process import (
     AppointmentBooking,
     AppointmentBookingTimeoutJob,
+    ConfirmAppointment,
+    PaymentReceived,
     ReleaseSlot,
     RequestPayment,
     SlotHeld,
@@ -238,3 +241,61 @@ def _race(d: SqlDeployment, *, amounts: tuple[int, int]) -> Race:
     finally:
         Counter.before_deciding = staticmethod(lambda: None)
     return Race(errors)
+
+
+@pytest.mark.postgres
+def test_a_payment_and_its_timeout_racing_never_both_act(
+    postgresql: tuple[Engine, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = SqlDeployment(*postgresql)
+    d.bus.register(ConfirmAppointment, lambda command: None)
+    held = SlotHeld(
+        appointment_id="a-1", patient="ada", slot="09:00", amount_cents=100, pay_within_ms=5_000
+    )
+    started = d.runner.handle(AppointmentBooking, "a-1", AppointmentBooking.slot_held, held)
+    both_decide = threading.Barrier(2)
+    first_run = threading.local()
+
+    def racing(step: Any) -> Any:
+        def wait_then_decide(self: Any, state: Any, message: Any) -> Any:
+            if not getattr(first_run, "done", False):
+                first_run.done = True
+                both_decide.wait(10)
+            return step(self, state, message)
+
+        return wait_then_decide
+
+    for name in ("payment_received", "payment_timed_out"):
+        monkeypatch.setattr(AppointmentBooking, name, racing(getattr(AppointmentBooking, name)))
+    errors: list[BaseException] = []
+
+    def run(call: Any) -> None:
+        try:
+            call()
+        except BaseException as error:
+            errors.append(error)
+
+    paid = PaymentReceived(appointment_id="a-1", payment_id="p-1")
+    fired = {"id": "a-1", "timeout": "payment", "job_id": started.timeouts["payment"]}
+    threads = [
+        threading.Thread(
+            target=run,
+            args=(lambda: d.runner.handle(AppointmentBooking, "a-1", "payment_received", paid),),
+        ),
+        threading.Thread(target=run, args=(lambda: d.runner.timeout(AppointmentBooking, fired),)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert errors == []
+    outcomes = [type(c).__name__ for c in d.bus.executed if not isinstance(c, RequestPayment)]
+    assert outcomes in (["ConfirmAppointment"], ["ReleaseSlot"])
+    found = d.runner.find(AppointmentBooking, "a-1")
+    assert found is not None
+    assert (
+        found.state.status
+        == {"ConfirmAppointment": "confirmed", "ReleaseSlot": "released"}[outcomes[0]]
+    )
+    assert found.timeouts == {}
