@@ -151,7 +151,7 @@ def install_jobs(
         require_tenants(job.name, job.schedule.options, tenants)
     providers = dict(providers or {})
     check_providers(all_jobs, providers)
-    observer = _observers(on_run, None if errors is None else report_failed_runs(errors))
+    observer = observe_with(on_run, None if errors is None else report_failed_runs(errors))
 
     def recorder(kept: JobLastRuns | None) -> RunRecorder:
         return RunRecorder(logger=logger, metrics=metrics, on_run=observer, last_runs=kept)
@@ -282,8 +282,8 @@ def _explicit_rules(late_after_ms: int | None, lock_ttl_ms: int | None) -> Sched
     return SchedulerRules(**{name: value for name, value in given.items() if value is not None})
 
 
-def _observers(*observers: OnRun | None) -> OnRun | None:
-    """One ``on_run`` that calls each observer given, in order."""
+def observe_with(*observers: OnRun | None) -> OnRun | None:
+    """One ``on_run`` that calls each observer given (None skipped), in order; None if none."""
     present = [observer for observer in observers if observer is not None]
     if len(present) <= 1:
         return present[0] if present else None

@@ -12,15 +12,17 @@ import inspect
 import logging
 from typing import Any
 
+from ddd_celery.celery.app import observe_with
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.kernel.clock import FixedClock
 from ddd_celery.kernel.ids import IdGenerator, SequentialIdGenerator
 from ddd_celery.kernel.lock import InMemoryLock, Lock
 from ddd_celery.kernel.metrics import Metrics
+from ddd_celery.kernel.reporting import ErrorReporter
 from ddd_celery.kernel.scope import ExecutionScope, FixedExecutionScope
 from ddd_celery.scheduling.execution import JobCallable
-from ddd_celery.scheduling.observability import OnRun
+from ddd_celery.scheduling.observability import OnRun, report_failed_runs
 from ddd_celery.testing.manual import ManualJobScheduler
 
 
@@ -34,6 +36,7 @@ def manual_scheduler_for(
     logger: logging.Logger | None = None,
     metrics: Metrics | None = None,
     on_run: OnRun | None = None,
+    errors: ErrorReporter | None = None,
 ) -> ManualJobScheduler:
     """A ``ManualJobScheduler`` holding every declared job of ``app``, as wired; not started.
 
@@ -43,8 +46,10 @@ def manual_scheduler_for(
     app's. ``clock`` defaults to the app's own when it is a ``FixedClock`` (so what the jobs
     read moves with ``advance``); ``lock``, ``scope`` and ``ids`` default to an
     ``InMemoryLock`` on it, a ``FixedExecutionScope`` and ``SequentialIdGenerator``. Entries of
-    ``beat_schedule`` are left out: their tasks are the app's own. ``app`` may also be the
-    ``CeleryJobs`` ``install_jobs`` returned. Raises ``ValueError`` without a fixed clock.
+    ``beat_schedule`` are left out: their tasks are the app's own. ``errors`` receives the
+    runs that failed unexpectedly, as ``install_jobs(..., errors=...)`` wires it, besides
+    ``on_run``. ``app`` may also be the ``CeleryJobs`` ``install_jobs`` returned. Raises
+    ``ValueError`` without a fixed clock.
     """
     registry = app if isinstance(app, CeleryJobs) else jobs_of(app)
     if clock is None:
@@ -64,7 +69,7 @@ def manual_scheduler_for(
         metrics=metrics,
         late_after_ms=registry.rules.late_after_ms,
         lock_ttl_ms=registry.rules.lock_ttl_ms,
-        on_run=on_run,
+        on_run=observe_with(on_run, None if errors is None else report_failed_runs(errors)),
     )
     for job in registry.jobs.values():
         if job.declared:

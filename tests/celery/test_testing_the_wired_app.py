@@ -15,6 +15,7 @@ from ddd_celery.declarations import JobExecution, scheduled
 from ddd_celery.kernel import (
     ContextVarExecutionScope,
     FixedClock,
+    InMemoryErrorReporter,
     InMemoryLock,
     InMemoryTenantDirectory,
     SystemClock,
@@ -114,3 +115,25 @@ def test_an_app_on_the_system_clock_needs_a_fixed_clock_for_its_spec() -> None:
         manual_scheduler_for(app)
 
     assert manual_scheduler_for(app, clock=FixedClock(START)).describe()[0].name == "wired.export"
+
+
+@scheduled("wired.broken", every="1h")
+class BrokenJob:
+    def run(self, execution: JobExecution) -> None:
+        raise RuntimeError("the ledger is gone")
+
+
+async def test_the_error_reporter_of_the_spec_receives_the_unexpected_failures() -> None:
+    clock = FixedClock(START)
+    app = Celery(f"wired-{uuid.uuid4().hex[:12]}", broker="memory://", set_as_current=False)
+    install_jobs(app, jobs=[BrokenJob], lock=InMemoryLock(clock), clock=clock, environ={})
+    errors = InMemoryErrorReporter()
+    scheduler = manual_scheduler_for(app, errors=errors)
+    await scheduler.start()
+
+    await scheduler.advance(2 * MINUTE)
+    await scheduler.stop()
+
+    [(error, context)] = errors.reported
+    assert isinstance(error, RuntimeError)
+    assert context["job"] == "wired.broken"
