@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
@@ -71,6 +72,10 @@ class Reminder:
     @step
     def postpone(self, state: Any, delay_ms: int) -> ProcessDecision[Any]:
         return ProcessDecision(state, arm={"nudge": delay_ms})
+
+    @step
+    def nudge_at(self, state: Any, at: datetime) -> ProcessDecision[Any]:
+        return ProcessDecision(state, arm={"nudge": at})
 
     @step
     def stop(self, state: Any, message: Any) -> ProcessDecision[Any]:
