@@ -24,6 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from ddd_celery.kernel import SystemClock
+from examples.clinic import demo_statements
 from examples.clinic.notification.domain.reminder import Reminder
 from examples.clinic.notification.infrastructure.sqlite_reminders import (
     SqliteReminderRepository,
@@ -46,7 +47,12 @@ PATIENTS = {
 """Each patient's reminder is due that long after the demo starts: the last, by a later run."""
 
 _LINE = re.compile(r"^\[[\d-]+ (?P<time>[\d:]+),\d+: \w+/[^\]]+\] (?P<text>.*)$")
-_SHOWN = re.compile(r"Reminder sent|Scheduled job|Month .* closed|Sending due task|ERROR|CRITICAL")
+_SHOWN = re.compile(
+    r"Reminder sent|Scheduled job|Month .* closed|Sending due task|Background job|Statement "
+    r"|ERROR|CRITICAL"
+)
+_QUIET = re.compile(r"Scheduled job succeeded job=ddd_celery\.relay\b")
+"""Beat's relay of background jobs succeeds every second: shown only when it fails."""
 _SENT = re.compile(r"Reminder sent to \S+ \(reminder (?P<reminder>[\w-]+)")
 _SUCCEEDED = re.compile(r"Scheduled job succeeded\b.*?\bjob=(?P<job>\S+)")
 _CLOSED = re.compile(r"Month (?P<month>\S+) closed for tenant (?P<tenant>\S+)")
@@ -89,7 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         stop(processes)
     drain(lines, seen, len(processes), verbose=arguments.verbose)
-    return summarise(seeded, seen)
+    status = summarise(seeded, seen)
+    demo_statements.summarise(backend, ROOT, (line.text for line in seen))
+    return status
 
 
 def seed(backend: Backend) -> dict[str, str]:
@@ -196,7 +204,7 @@ def show(line: Line, seen: list[Line], *, verbose: bool) -> None:
     seen.append(line)
     parsed = _LINE.match(line.text)
     text = parsed["text"] if parsed else line.text
-    if verbose or (parsed and _SHOWN.search(text)):
+    if verbose or (parsed and _SHOWN.search(text) and not _QUIET.search(text)):
         when = parsed["time"] if parsed else " " * 8
         print(f"{when} {line.process:<6} {text}", flush=True)
 
@@ -204,7 +212,11 @@ def show(line: Line, seen: list[Line], *, verbose: bool) -> None:
 def summarise(seeded: dict[str, str], seen: list[Line]) -> int:
     """Print what the jobs did; 1 when a reminder was mailed more than once."""
     sent = Counter(match["reminder"] for line in seen if (match := _SENT.search(line.text)))
-    succeeded = Counter(job["job"] for line in seen if (job := _SUCCEEDED.search(line.text)))
+    succeeded = Counter(
+        job["job"]
+        for line in seen
+        if (job := _SUCCEEDED.search(line.text)) and not _QUIET.search(line.text)
+    )
     closed = sorted(
         f"{match['tenant']} {match['month']}"
         for line in seen

@@ -24,6 +24,7 @@ def test_the_jobs_run_on_their_declared_schedules_by_default(environ: dict[str, 
     assert schedules(environ) == {
         "billing.close-month": "cron 0 2 1 * * (Europe/Paris)",
         "notification.send-due-reminders": "every 15m",
+        "ddd_celery.relay": "every 1s",  # beat's relay of the background jobs
     }
 
 
@@ -31,6 +32,7 @@ def test_the_demo_reschedules_both_jobs_by_configuration(environ: dict[str, str]
     assert schedules({**environ, "DEMO": "1"}) == {
         "billing.close-month": "every 15s",
         "notification.send-due-reminders": "every 10s",
+        "ddd_celery.relay": "every 1s",
     }
 
 
@@ -46,6 +48,7 @@ def test_each_job_has_the_queue_of_its_context(environ: dict[str, str]) -> None:
     assert {name: job.queue for name, job in jobs.items()} == {
         "billing.close-month": "billing",
         "notification.send-due-reminders": "notification",
+        "ddd_celery.relay": None,  # runs in beat
     }
 
 
