@@ -40,6 +40,14 @@ class Counter:
         return ProcessDecision({"total": total}, send=[Noted("c", total)])
 
     @step
+    def add_each(self, state: Any, amounts: list[int]) -> ProcessDecision[Any]:
+        totals, total = [], state["total"]
+        for amount in amounts:
+            total += amount
+            totals.append(Noted("c", total))
+        return ProcessDecision({"total": total}, send=totals)
+
+    @step
     def remind_later(self, state: Any, message: Any) -> ProcessDecision[Any]:
         return ProcessDecision(state, arm={"reminder": 1_000})
 

@@ -397,3 +397,30 @@ def test_a_timeout_step_gets_which_timeout_fired(deployment: Deployment) -> None
     finally:
         AppointmentBooking.payment_timed_out = original  # type: ignore[method-assign]
     assert seen == [TimeoutFired("payment", started.timeouts["payment"])]
+
+
+async def test_the_outbox_job_resumes_after_the_commands_it_already_sent(
+    running: Deployment,
+) -> None:
+    d = running
+    d.runner.handle(Counter, "c", Counter.add, 1)
+    delivered: list[int] = []
+    failures = {13: 2}  # the third command fails twice: the direct send, the outbox's first try
+
+    def note(command: Noted) -> None:
+        if failures.get(command.total, 0) > 0:
+            failures[command.total] -= 1
+            raise ConnectionError("the ledger is down")
+        delivered.append(command.total)
+
+    d.bus._handlers[Noted] = note
+    d.runner.handle(Counter, "c", Counter.add_each, [1, 1, 10])
+    assert delivered == [2, 3]
+
+    await d.timers.advance(RESEND_AFTER_MS + 1_000)  # the outbox's first try: 2, 3, then fails
+    await d.timers.advance(2_000)  # its retry, after the backoff: the third command only
+
+    assert delivered == [2, 3, 2, 3, 13]
+    [_, outbox] = d.jobs_named(PROCESS_COMMANDS_JOB)
+    assert outbox.status is JobStatus.SUCCEEDED
+    assert outbox.checkpoint == 3
