@@ -111,6 +111,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """Leases this beat holds, per job and oldest first, until no beat can still want them."""
         self._handled: dict[str, datetime] = {}
         self._releasing: list[tuple[str, Lease]] = []
+        self._closed = False
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:
@@ -197,7 +198,9 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         The checkpoints of what this beat handled are written (an occurrence interrupted by the
         stop included, so a restart does not take it for a gap). Then Celery's own close (its
         publishing connection). Leases are kept: a beat started next must still find them taken.
+        A tick after it sends nothing.
         """
+        self._closed = True
         try:
             if self._jobs is not None:
                 self._drop_waiting(self._jobs)
@@ -222,6 +225,8 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         )
 
     def _tick(self) -> float:
+        if self._closed:  # a closed scheduler sends nothing, whoever ticks it
+            return self.max_interval
         if self._jobs is None:
             self.setup_schedule()
         jobs, due = self._registry(), self._due

@@ -24,6 +24,7 @@ from celery.bin.base import CeleryCommand
 
 from ddd_celery.celery.background_cli import background
 from ddd_celery.celery.config import JobsConfigError
+from ddd_celery.celery.describe import next_run_at
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.tasks import run_here
 from ddd_celery.declarations.schedule import CronRule
@@ -214,7 +215,7 @@ def _job(registry: CeleryJobs, name: str) -> CeleryJob:
 def _listed(registry: CeleryJobs, job: CeleryJob, now: datetime, stores: _Stores) -> _Listed:
     enabled = job.schedule.options.enabled
     zone = zone_of(job)
-    at = next_occurrence(job.schedule, now) if enabled else None
+    at = next_run_at(job, now)
     running, running_data = _running(registry, job, stores)
     handled, handled_data = _last_handled(registry, job, stores)
     outcome, outcome_data = _last_outcome(registry, job, stores)

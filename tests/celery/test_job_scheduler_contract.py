@@ -17,7 +17,7 @@ import inspect
 import uuid
 from collections import deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -27,14 +27,14 @@ from kombu.serialization import dumps, loads
 
 from ddd_celery.celery import install_jobs, jobs_of, run_now
 from ddd_celery.celery.beat import JobBeatScheduler
+from ddd_celery.celery.describe import describe_jobs
 from ddd_celery.celery.tasks import ScheduledJobFailedError
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.declarations.options import Tenancy
 from ddd_celery.declarations.scheduled import ScheduledJobDeclaration
 from ddd_celery.scheduling.execution import JobCallable
-from ddd_celery.scheduling.instants import next_occurrence
-from ddd_celery.scheduling.observability import RunDetail
-from ddd_celery.scheduling.outcomes import JobRun, context_of
+from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
+from ddd_celery.scheduling.outcomes import context_of
 from ddd_celery.scheduling.scheduler import (
     JobDescription,
     JobScheduler,
@@ -74,16 +74,15 @@ class CeleryJobScheduler(JobScheduler):
     def __init__(self, ports: SchedulerPorts) -> None:
         self._ports = ports
         self._declared: list[ScheduledJobDeclaration] = []
-        self._last_runs: dict[str, JobRun] = {}
         self._beat: JobBeatScheduler | None = None
         self._stopped = False
         self.published: deque[Published] = deque()
         self.app = self._wire([])
 
     @property
-    def ticking(self) -> JobBeatScheduler | None:
-        """Beat, while it is started and not stopped."""
-        return None if self._stopped else self._beat
+    def beat(self) -> JobBeatScheduler | None:
+        """Beat once started; still ticked after ``stop()``, which closed it."""
+        return self._beat
 
     def register(
         self,
@@ -121,29 +120,16 @@ class CeleryJobScheduler(JobScheduler):
         await asyncio.to_thread(run_now, self.app, name)
 
     def describe(self) -> list[JobDescription]:
-        """What the registry, the run state and the runs observed tell of each job.
+        """The library's own description (``describe_jobs``, as ``celery jobs list`` reads it).
 
-        ``next_run_at`` is the job's next instant after now, as ``celery jobs list`` shows it,
-        while beat runs jobs by time.
+        Only the fact that no beat runs (not started, or stopped) is the facade's: then no job
+        has a next run.
         """
         registry = jobs_of(self.app)
-        now = registry.clock.now()
-        waiting = self.ticking is not None and registry.start
-        return [
-            JobDescription(
-                name=job.name,
-                schedule=job.schedule.description,
-                enabled=job.schedule.options.enabled,
-                running=registry.run_state.running(job.name) is not None,
-                next_run_at=(
-                    next_occurrence(job.schedule, now)
-                    if waiting and job.schedule.options.enabled
-                    else None
-                ),
-                last_run=self._last_runs.get(job.name),
-            )
-            for job in registry.jobs.values()
-        ]
+        described = describe_jobs(registry, registry.clock.now())
+        if self._beat is not None and not self._stopped and registry.start:
+            return described
+        return [replace(job, next_run_at=None) for job in described]
 
     async def deliver(self) -> None:
         """Run every message published so far, oldest first, as a worker takes them.
@@ -171,7 +157,8 @@ class CeleryJobScheduler(JobScheduler):
                 scope=ports.scope,
                 ids=ports.ids,
                 tenants=ports.tenants,
-                on_run=self._observe,
+                last_runs=InMemoryJobLastRuns(),
+                on_run=ports.on_run,
                 environ={},
                 start=True,
             )
@@ -193,10 +180,6 @@ class CeleryJobScheduler(JobScheduler):
         if result.failed() and not isinstance(result.result, ScheduledJobFailedError):
             raise result.result
 
-    def _observe(self, run: JobRun, error: BaseException | None, detail: RunDetail) -> None:
-        self._last_runs[run.job] = run
-        self._ports.on_run(run, error, detail)
-
 
 class CeleryJobSchedulerHarness(SchedulerHarness):
     """The Celery driver under contract: beat ticks on the ports' fixed clock, a worker runs."""
@@ -212,12 +195,12 @@ class CeleryJobSchedulerHarness(SchedulerHarness):
     async def advance(self, ms: int) -> None:
         """Tick at each instant beat wakes up at, up to ``ms`` later, running what it sends.
 
-        The clock moves by what ``tick()`` returns, as beat's service loop sleeps; a stopped
-        beat ticks no more, so time only passes.
+        The clock moves by what ``tick()`` returns, as beat's service loop sleeps. A stopped
+        (closed) beat is still ticked: that it sends nothing is its own doing.
         """
         target = self._clock.now() + timedelta(milliseconds=ms)
         for _ in range(MAX_TICKS):
-            beat = self._scheduler.ticking
+            beat = self._scheduler.beat
             if beat is None:
                 break
             sleep_s = beat.tick()

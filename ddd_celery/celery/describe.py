@@ -1,0 +1,40 @@
+"""The jobs of a Celery app described as the ``JobScheduler`` port's ``describe()`` gives them.
+
+Read from what ``install_jobs`` wired: the registry, the shared run state, the last runs. The
+``celery jobs list`` command and the contract of the port read the same answers, so a screen
+built on either shows what the drivers recorded, not a value computed again beside them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ddd_celery.celery.registry import CeleryJob, CeleryJobs
+from ddd_celery.scheduling.instants import next_occurrence
+from ddd_celery.scheduling.scheduler import JobDescription
+
+
+def next_run_at(job: CeleryJob, now: datetime) -> datetime | None:
+    """The job's next instant after ``now`` while beat schedules it; None for a disabled job."""
+    return next_occurrence(job.schedule, now) if job.schedule.options.enabled else None
+
+
+def describe_jobs(registry: CeleryJobs, now: datetime) -> list[JobDescription]:
+    """Each job: its schedule, whether a run is in progress (the run state), its next instant,
+    and its latest outcome (the last runs; None without that store).
+
+    Raises what a store raises when it cannot be asked; ``celery jobs list`` asks each store
+    itself to say which one could not answer.
+    """
+    last_runs = registry.last_runs
+    return [
+        JobDescription(
+            name=job.name,
+            schedule=job.schedule.description,
+            enabled=job.schedule.options.enabled,
+            running=job.declared and registry.run_state.running(job.name) is not None,
+            next_run_at=next_run_at(job, now),
+            last_run=None if last_runs is None else last_runs.read(job.name),
+        )
+        for job in registry.jobs.values()
+    ]
