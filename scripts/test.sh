@@ -14,6 +14,10 @@ echo "==> ruff format --check"
 ruff format --check ddd_celery tests examples bench
 echo "==> mypy --strict ddd_celery"
 mypy
+echo "==> mkdocs build --strict (the site; a broken link or reference fails)"
+site="$(mktemp -d)"
+mkdocs build --strict --site-dir "$site"
+rm -rf "$site"
 
 echo "==> pytest"
 set +e
