@@ -392,3 +392,20 @@ def test_forged_messages_are_refused_and_recorded_and_the_worker_runs_the_next_g
     assert output.count("Background job could not be followed") == 4, output
     assert worker.alive
     assert bg.status(job_id) is JobStatus.SUCCEEDED
+
+
+def test_a_worker_stopping_aborts_its_attempt_and_gives_the_job_back_uncounted(
+    bg: Background,
+) -> None:
+    worker = bg.worker(pool="solo", concurrency=1)
+    job_id = bg.queue.enqueue(SlowJob, {})
+    wait_until(lambda: bg.seen(job_id, "started") != [], 20, f"the slow job\n{bg.logs()}")
+
+    worker.stop()  # SIGTERM: Celery's warm shutdown
+
+    [stopped] = bg.seen(job_id, "stopped")
+    assert stopped["why"] == "JobAbortedError"
+    job = bg.store.find(job_id, tenant_id=None)
+    assert job is not None
+    assert (job.status, job.attempts) == (JobStatus.QUEUED, 0), worker.output()
+    assert "Background job released" in worker.output()
