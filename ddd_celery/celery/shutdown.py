@@ -9,15 +9,23 @@ run state, at once, before the process exits. A job that honours its signal retu
 the worker exits; one that ignores it goes on behind, unrecorded, as long as Celery waits.
 
 Celery sends ``worker_shutting_down`` in the worker's main process, where the runs of the solo
-and threads pools (and gevent's, eventlet's) are; the children of a prefork pool are not told.
+and threads pools are. The children of a prefork pool are not told of a warm shutdown, so the
+main process tells each of them with ``SIGUSR2`` (``GRACE_SIGNAL``), which starts the grace of
+the runs there; Celery uses that signal in neither process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import threading
 from typing import Any, Protocol
 
-from celery.signals import worker_shutting_down
+from celery.signals import worker_init, worker_process_init, worker_shutting_down
+
+GRACE_SIGNAL = signal.SIGUSR2
+"""What the main process of a prefork worker sends its children as it stops."""
 
 
 class Abortable(Protocol):
@@ -37,7 +45,9 @@ class RunsInProgress:
         self._runs: set[Abortable] = set()
         self._timers: dict[Abortable, threading.Timer] = {}
         self._stopping = False
-        self._mutex = threading.Lock()
+        self._mutex = threading.RLock()
+        """Reentrant: in a prefork child, ``stop`` runs in a signal handler of the thread that
+        may be inside ``add`` or ``discard``."""
 
     def add(self, run: Abortable) -> None:
         """Follow ``run``; one that starts once the worker stops gets its grace from now."""
@@ -73,11 +83,39 @@ RUNS = RunsInProgress()
 """The runs of scheduled jobs in this process."""
 
 
+_workers: list[Any] = []
+"""The worker of this process (``worker_init``), whose pool lists the prefork children."""
+
+
+def on_worker_init(sender: Any = None, **_: Any) -> None:
+    _workers[:] = [sender]
+
+
 def on_worker_shutting_down(**_: Any) -> None:
-    """Celery's ``worker_shutting_down``: start the grace of every run of this process."""
+    """Celery's ``worker_shutting_down``: start the grace of every run of this process, and of
+    the pool's children (prefork)."""
     RUNS.stop()
+    for pid in _pool_processes():
+        with contextlib.suppress(OSError):  # a child that just ended
+            os.kill(pid, GRACE_SIGNAL)
 
 
-worker_shutting_down.connect(
-    on_worker_shutting_down, weak=False, dispatch_uid="ddd_celery.celery.shutdown"
-)
+def _pool_processes() -> list[int]:
+    """The pids of a prefork pool's children (Celery's ``pool.info``); none on other pools."""
+    pool = getattr(_workers[0], "pool", None) if _workers else None
+    try:
+        processes = pool.info.get("processes", []) if pool is not None else []
+    except Exception:  # a pool that cannot tell: its runs are in this process
+        return []
+    return [pid for pid in processes if isinstance(pid, int) and pid != os.getpid()]
+
+
+def on_worker_process_init(**_: Any) -> None:
+    """In a prefork child: ``GRACE_SIGNAL`` from the main process starts the grace here."""
+    signal.signal(GRACE_SIGNAL, lambda signum, frame: RUNS.stop())
+
+
+_UID = "ddd_celery.celery.shutdown"
+worker_init.connect(on_worker_init, weak=False, dispatch_uid=_UID)
+worker_shutting_down.connect(on_worker_shutting_down, weak=False, dispatch_uid=_UID)
+worker_process_init.connect(on_worker_process_init, weak=False, dispatch_uid=_UID)
