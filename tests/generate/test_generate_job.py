@@ -269,6 +269,30 @@ def test_what_is_written_passes_ruff_at_its_defaults(project: Project) -> None:
     project.run([str(ruff), "format", "--isolated", "--check", "."])
 
 
+def test_what_is_written_passes_mypy_strict(project: Project) -> None:
+    project.generate(*REMINDERS, *PARIS)
+    project.generate("background-job", "billing", "CompileStatements")
+    project.generate("worker")
+    root = Path(__file__).parents[2]
+
+    done = project.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--ignore-missing-imports",  # celery ships no types
+            "--cache-dir",
+            str(project.root / ".mypy_cache"),
+            "shop",
+            "tests",
+        ],
+        MYPYPATH=str(root),  # the package is installed editable, which mypy cannot follow
+    )
+
+    assert done.stdout.startswith("Success: no issues found")
+
+
 def test_the_console_script_runs_the_generator_without_importing_celery(project: Project) -> None:
     script = Path(sys.executable).with_name("ddd-celery")
     done = project.run([str(script), "generate", *REMINDERS, *PARIS])
