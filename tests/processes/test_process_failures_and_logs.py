@@ -48,7 +48,8 @@ def test_a_failed_run_fails_its_task_once_and_the_worker_log_shows_its_fields_no
     settings = {job: {"enabled": True} for job in (FAIL, REFUSE, EVERY_SECOND)}
     env = deploy.environment(settings)
     worker = deploy.worker(env, pool="prefork")
-    at = datetime.now(UTC).replace(microsecond=0)
+    # a real instant of every 1d: a worker refuses an instant no occurrence has
+    at = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     send(deploy, FAIL, at, "corr-fail")
     send(deploy, REFUSE, at, "corr-refuse")
     send(deploy, EVERY_SECOND, at, "corr-ok")

@@ -26,7 +26,8 @@ def test_a_run_past_its_timeout_is_failed_job_timeout_once_on_prefork_and_solo(
         deploy.worker(env, pool=pool, name=pool)
     sender = Celery("sender", broker=REDIS_URL, set_as_current=False)
     sender.conf.update(broker_transport_options={"global_keyprefix": deploy.prefix})
-    at = datetime.now(UTC).replace(microsecond=0)
+    # a real instant of every 1d: a worker refuses an instant no occurrence has
+    at = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     for pool, queue in queues.items():
         message = OccurrenceMessage(at, f"corr-{pool}").to_kwargs()
         sender.send_task(OUTLIVE, kwargs=message, queue=queue, serializer="json")
