@@ -18,6 +18,7 @@ ECHO = "celerybg.echo"
 FLAKY = "celerybg.flaky"
 SLOW = "celerybg.slow"
 STUCK = "celerybg.stuck"
+LONG = "celerybg.long"
 
 
 class EchoPayload(BaseModel):
@@ -109,3 +110,16 @@ class StuckJob:
     def run(self, payload: Any, execution: BackgroundJobExecution) -> None:
         aborted = execution.signal.wait(10)
         self._seen.note("stuck", type(execution.signal.reason).__name__ if aborted else None)
+
+
+@background(LONG, max_attempts=1)
+class LongJob:
+    """Runs 1.5 s, longer than the lease of the worker specs, unless aborted."""
+
+    def __init__(self, seen: Seen) -> None:
+        self._seen = seen
+
+    def run(self, payload: Any, execution: BackgroundJobExecution) -> None:
+        self._seen.started.set()
+        aborted = execution.signal.wait(1.5)
+        self._seen.note("long", type(execution.signal.reason).__name__ if aborted else None)

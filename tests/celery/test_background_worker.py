@@ -7,6 +7,7 @@ The store is ``RedisJobStore`` under the test's prefix; the jobs are those of
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,11 +17,13 @@ import pytest
 from background_jobs import (
     ECHO,
     FLAKY,
+    LONG,
     SLOW,
     STUCK,
     Attempts,
     EchoJob,
     FlakyJob,
+    LongJob,
     Seen,
     SlowJob,
     StuckJob,
@@ -37,7 +40,8 @@ from ddd_celery.kernel import InMemoryLock, SystemClock
 from ddd_celery.kernel.unit_of_work import InMemoryUnitOfWork
 from ddd_celery.redis.job_store import RedisJobStore
 
-NAMES = (ECHO, FLAKY, SLOW, STUCK)
+NAMES = (ECHO, FLAKY, SLOW, STUCK, LONG)
+LEASE_MS = 1_000
 
 
 @dataclass
@@ -61,11 +65,11 @@ def wired(make_app: AppFactory, redis_client: Redis, redis_prefix: str) -> Itera
     seen, attempts = Seen(), Attempts()
     registry = install_background_jobs(
         app,
-        jobs=[EchoJob, FlakyJob, SlowJob, StuckJob],
+        jobs=[EchoJob, FlakyJob, SlowJob, StuckJob, LongJob],
         store=RedisJobStore(redis_client, prefix=f"{redis_prefix}bg:"),
         providers={Seen: lambda: seen},
         on_run=attempts,
-        lease_ms=3_000,
+        lease_ms=LEASE_MS,
         heartbeat_ms=100,
     )
     published: list[tuple[str, Any, Any]] = []
@@ -229,3 +233,20 @@ def test_an_attempt_past_its_timeout_is_aborted_by_the_watchdog_on_solo(wired: W
     assert wired.seen.of("stuck") == ["JobTimeoutError"]
     assert (run.job_id, run.status, run.error_code) == (job_id, RunStatus.DEAD, "JOB_TIMEOUT")
     assert [type(error).__name__ for error in wired.failures] == ["AttemptsExhaustedError"]
+
+
+def test_heartbeats_keep_the_lease_of_an_attempt_longer_than_it(wired: Wired) -> None:
+    queue = wired.registry.queue()
+    expired = 0
+    with worker(wired.app):
+        job_id = queue.enqueue(LongJob, {})
+        assert wired.seen.started.wait(10)
+        while not wired.attempts.runs:  # the relay sweeps expired leases all along
+            expired += wired.registry.relay.run().expired
+            time.sleep(0.1)
+
+    [run] = wired.attempts.runs
+    assert (run.job_id, run.attempt, run.status) == (job_id, 1, RunStatus.SUCCEEDED)
+    assert run.duration_ms > LEASE_MS
+    assert wired.seen.of("long") == [None]
+    assert expired == 0
