@@ -129,10 +129,11 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         if not jobs.start:
             logger.info("beat: this process runs no job by time (RUN_JOBS is off)")
             return
+        enabled = [job for job in jobs.jobs.values() if job.schedule.options.enabled]
+        checkpoints = self._checkpoints(jobs, enabled)
         now = jobs.clock.now()
-        for job in jobs.jobs.values():
-            if job.schedule.options.enabled:
-                self._resume(job, now, self._checkpoint(jobs, job))
+        for job in enabled:
+            self._resume(job, now, checkpoints.get(job.name))
         self._log_jobs(jobs)
 
     def _log_jobs(self, jobs: CeleryJobs) -> None:
@@ -566,14 +567,21 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             except Exception as error:
                 jobs.recorder.could_not_follow(name, error, what="release the lock")
 
-    def _checkpoint(self, jobs: CeleryJobs, job: CeleryJob) -> datetime | None:
-        if jobs.checkpoints is None:
-            return None
+    def _checkpoints(
+        self, jobs: CeleryJobs, enabled: list[CeleryJob]
+    ) -> dict[str, datetime | None]:
+        """The checkpoints of ``enabled`` jobs, read in batches (``read_many``).
+
+        A store that cannot be asked is logged for each job, which starts from now.
+        """
+        if jobs.checkpoints is None or not enabled:
+            return {}
         try:
-            return jobs.checkpoints.read(job.name)
+            return jobs.checkpoints.read_many(job.name for job in enabled)
         except Exception as error:
-            jobs.recorder.could_not_follow(job.name, error, what="read the checkpoint")
-            return None
+            for job in enabled:
+                jobs.recorder.could_not_follow(job.name, error, what="read the checkpoint")
+            return {}
 
     def _push(
         self, at: datetime, kind: _Kind, job: CeleryJob, occurrence: Occurrence | None = None

@@ -76,7 +76,8 @@ def list_jobs(ctx: click.Context, as_json: bool) -> None:
     registry = _registry(ctx)
     now = registry.clock.now()
     stores = _Stores()
-    listed = [_listed(registry, job, now, stores) for job in registry.jobs.values()]
+    known = _Known.read(registry, stores)
+    listed = [_listed(registry, job, now, known) for job in registry.jobs.values()]
     if as_json:
         click.echo(json.dumps(_as_json(ctx, now, listed, registry, stores), indent=2))
     elif not listed:
@@ -195,6 +196,41 @@ class _Stores:
             return None, False
 
 
+@dataclass
+class _Known:
+    """What the stores answered for every job, each asked once in batches (``read_many``).
+
+    None for a store that could not be asked: ten thousand jobs cost a few round trips, not
+    three per job.
+    """
+
+    running: dict[str, datetime | None] | None
+    handled: dict[str, datetime | None] | None
+    outcomes: dict[str, JobRun | None] | None
+
+    @classmethod
+    def read(cls, registry: CeleryJobs, stores: _Stores) -> _Known:
+        jobs = registry.jobs.values()
+        run_state, checkpoints, last_runs = (
+            registry.run_state,
+            registry.checkpoints,
+            registry.last_runs,
+        )
+        running: dict[str, datetime | None] | None = {}
+        declared = [job.name for job in jobs if job.declared]
+        if declared and not isinstance(run_state, InMemoryJobRunState):
+            running, _ = stores.ask(RUN_STATE, run_state, lambda: run_state.running_many(declared))
+        handled: dict[str, datetime | None] | None = {}
+        if checkpoints is not None and jobs:
+            names = [job.name for job in jobs]
+            handled, _ = stores.ask(CHECKPOINTS, checkpoints, lambda: checkpoints.read_many(names))
+        outcomes: dict[str, JobRun | None] | None = {}
+        tracked = [job.name for job in jobs if job.declared or job.inline is not None]
+        if last_runs is not None and tracked:
+            outcomes, _ = stores.ask(LAST_RUNS, last_runs, lambda: last_runs.read_many(tracked))
+        return cls(running, handled, outcomes)
+
+
 def _registry(ctx: click.Context) -> CeleryJobs:
     try:
         return jobs_of(ctx.obj.app)
@@ -212,13 +248,13 @@ def _job(registry: CeleryJobs, name: str) -> CeleryJob:
         ) from None
 
 
-def _listed(registry: CeleryJobs, job: CeleryJob, now: datetime, stores: _Stores) -> _Listed:
+def _listed(registry: CeleryJobs, job: CeleryJob, now: datetime, known: _Known) -> _Listed:
     enabled = job.schedule.options.enabled
     zone = zone_of(job)
     at = next_run_at(job, now)
-    running, running_data = _running(registry, job, stores)
-    handled, handled_data = _last_handled(registry, job, stores)
-    outcome, outcome_data = _last_outcome(registry, job, stores)
+    running, running_data = _running(registry, job, known)
+    handled, handled_data = _last_handled(registry, job, known)
+    outcome, outcome_data = _last_outcome(registry, job, known)
     row = (
         job.name,
         job.schedule.description,
@@ -245,38 +281,34 @@ def _listed(registry: CeleryJobs, job: CeleryJob, now: datetime, stores: _Stores
     return _Listed(row, data)
 
 
-def _running(registry: CeleryJobs, job: CeleryJob, stores: _Stores) -> tuple[str, Any]:
+def _running(registry: CeleryJobs, job: CeleryJob, known: _Known) -> tuple[str, Any]:
     if not job.declared:
         return UNTRACKED, UNTRACKED
     if isinstance(registry.run_state, InMemoryJobRunState):
         return UNKNOWN, UNKNOWN
-    running, asked = stores.ask(
-        RUN_STATE, registry.run_state, lambda: registry.run_state.running(job.name)
-    )
-    if not asked:
+    if known.running is None:
         return UNAVAILABLE, UNAVAILABLE
+    running = known.running.get(job.name)
     return ("no", None) if running is None else (iso_ms(running), iso_ms(running))
 
 
-def _last_handled(registry: CeleryJobs, job: CeleryJob, stores: _Stores) -> tuple[str, Any]:
-    checkpoints = registry.checkpoints
-    if checkpoints is None:
+def _last_handled(registry: CeleryJobs, job: CeleryJob, known: _Known) -> tuple[str, Any]:
+    if registry.checkpoints is None:
         return UNKNOWN, UNKNOWN
-    handled, asked = stores.ask(CHECKPOINTS, checkpoints, lambda: checkpoints.read(job.name))
-    if not asked:
+    if known.handled is None:
         return UNAVAILABLE, UNAVAILABLE
+    handled = known.handled.get(job.name)
     return ("never", None) if handled is None else (iso_ms(handled), iso_ms(handled))
 
 
-def _last_outcome(registry: CeleryJobs, job: CeleryJob, stores: _Stores) -> tuple[str, Any]:
+def _last_outcome(registry: CeleryJobs, job: CeleryJob, known: _Known) -> tuple[str, Any]:
     if not job.declared and job.inline is None:  # a system job's outcome is recorded by beat
         return UNTRACKED, UNTRACKED
-    last_runs = registry.last_runs
-    if last_runs is None:
+    if registry.last_runs is None:
         return UNKNOWN, UNKNOWN
-    run, asked = stores.ask(LAST_RUNS, last_runs, lambda: last_runs.read(job.name))
-    if not asked:
+    if known.outcomes is None:
         return UNAVAILABLE, UNAVAILABLE
+    run = known.outcomes.get(job.name)
     if run is None:
         return "none yet", None
     return _outcome(run), {

@@ -21,20 +21,23 @@ def next_run_at(job: CeleryJob, now: datetime) -> datetime | None:
 
 def describe_jobs(registry: CeleryJobs, now: datetime) -> list[JobDescription]:
     """Each job: its schedule, whether a run is in progress (the run state), its next instant,
-    and its latest outcome (the last runs; None without that store).
+    and its latest outcome (the last runs; None without that store). Each store is read in
+    batches (``read_many``), not once per job.
 
     Raises what a store raises when it cannot be asked; ``celery jobs list`` asks each store
     itself to say which one could not answer.
     """
-    last_runs = registry.last_runs
+    declared = [job.name for job in registry.jobs.values() if job.declared]
+    running = registry.run_state.running_many(declared)
+    last_runs = {} if registry.last_runs is None else registry.last_runs.read_many(registry.jobs)
     return [
         JobDescription(
             name=job.name,
             schedule=job.schedule.description,
             enabled=job.schedule.options.enabled,
-            running=job.declared and registry.run_state.running(job.name) is not None,
+            running=running.get(job.name) is not None,
             next_run_at=next_run_at(job, now),
-            last_run=None if last_runs is None else last_runs.read(job.name),
+            last_run=last_runs.get(job.name),
         )
         for job in registry.jobs.values()
     ]

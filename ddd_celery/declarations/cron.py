@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ddd_celery.declarations.errors import DeclarationError
 
@@ -21,6 +22,8 @@ _MAX_LENGTH = 400
 """Longer than any expression of five fields listing every value; it is never quoted whole."""
 _LONGEST_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 """Days a month can have; February has 29 in leap years, so ``0 0 29 2 *`` fires."""
+_KEPT = 4096
+"""Distinct expressions whose reading is kept and shared; past that the least used is read again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +85,14 @@ class CronFields:
         return bool(self.day_masks[first] >> day & 1)
 
 
+@lru_cache(maxsize=_KEPT)
 def parse_cron(expression: str) -> CronFields:
-    """Read ``expression``; raise ``DeclarationError`` saying what cannot be read, and why."""
+    """Read ``expression``; raise ``DeclarationError`` saying what cannot be read, and why.
+
+    One reading per distinct expression, shared by every schedule that uses it: its tables
+    (``minutes_of_day`` holds 1,440 entries for ``* * * * *``) are immutable, and 10,000 jobs
+    on one expression would otherwise hold 10,000 copies of them.
+    """
     if len(expression) > _MAX_LENGTH:
         raise DeclarationError(
             f"cron {expression[:20]!r}... is {len(expression)} characters long: out of range "

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from redis import Redis
 
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, iso_ms, to_utc
+from ddd_celery.redis.batches import pipelined
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.scripts import register
 from ddd_celery.scheduling.run_state import Claim, JobRunState
@@ -17,9 +19,10 @@ class RedisJobRunState(JobRunState):
 
     Its field ``running`` holds the occurrence in progress and ``queued`` the one waiting
     behind it, both in epoch ms; the hash expires (PEXPIRE) with the run's time to live, on
-    Redis's clock. ``claim``, ``finish`` and ``drop_queued`` are each one EVALSHA of a script in
-    ``lua/``, so each is atomic for the job; ``running`` is one HGET. Instants are kept to the
-    millisecond. Raises ``StoreUnavailableError`` when Redis cannot be asked.
+    Redis's clock. ``claim``, ``finish`` and ``drop_queued`` are each one EVALSHA of a script
+    in ``lua/``, so each is atomic for the job; ``running`` is one HGET, ``running_many`` one
+    pipeline of HGETs per thousand jobs. Instants are kept to the millisecond. Raises
+    ``StoreUnavailableError`` when Redis cannot be asked.
     """
 
     def __init__(self, client: Redis, *, prefix: str = "ddd_celery:run:") -> None:
@@ -52,6 +55,16 @@ class RedisJobRunState(JobRunState):
         with unavailable_as(StoreUnavailableError, f"read the run in progress of {job!r}"):
             value = self._client.hget(self._prefix + job, "running")
         return None if value is None else from_epoch_ms(int(value))
+
+    def running_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
+        with unavailable_as(StoreUnavailableError, "read the runs in progress"):
+            values = pipelined(
+                self._client, jobs, lambda pipe, job: pipe.hget(self._prefix + job, "running")
+            )
+        return {
+            job: None if value is None else from_epoch_ms(int(value))
+            for job, value in values.items()
+        }
 
 
 def _require_ttl(ttl_ms: int) -> None:

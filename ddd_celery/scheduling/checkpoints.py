@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from datetime import datetime
 
 from ddd_celery.kernel.instants import to_utc
@@ -29,6 +30,14 @@ class JobCheckpoints(ABC):
 
         Raises ``ValueError`` for a naive instant; raises when the store cannot be asked.
         """
+
+    def read_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
+        """``read`` of each job, keyed by name: what beat's start and ``jobs list`` need.
+
+        A store that can answers in one round trip per batch rather than one per job; this
+        default asks ``read`` job by job. Raises when the store cannot be asked.
+        """
+        return {job: self.read(job) for job in jobs}
 
 
 class InMemoryJobCheckpoints(JobCheckpoints):

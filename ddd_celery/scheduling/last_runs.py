@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -38,6 +39,14 @@ class JobLastRuns(ABC):
 
         Raises when the store cannot be asked.
         """
+
+    def read_many(self, jobs: Iterable[str]) -> dict[str, JobRun | None]:
+        """``read`` of each job, keyed by name: what ``jobs list`` needs.
+
+        A store that can answers in one round trip per batch rather than one per job; this
+        default asks ``read`` job by job. Raises when the store cannot be asked.
+        """
+        return {job: self.read(job) for job in jobs}
 
 
 class InMemoryJobLastRuns(JobLastRuns):

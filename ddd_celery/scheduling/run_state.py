@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -57,6 +58,14 @@ class JobRunState(ABC):
     @abstractmethod
     def running(self, job: str) -> datetime | None:
         """The occurrence whose run is in progress, or None."""
+
+    def running_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
+        """``running`` of each job, keyed by name: what ``jobs list`` needs.
+
+        A store that can answers in one round trip per batch rather than one per job; this
+        default asks ``running`` job by job. Raises when the store cannot be asked.
+        """
+        return {job: self.running(job) for job in jobs}
 
 
 @dataclass(slots=True)

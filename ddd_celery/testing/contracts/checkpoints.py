@@ -146,3 +146,18 @@ class JobCheckpointsContract:
             thread.join()
 
         assert checkpoints_subject.checkpoints.read(JOB) == max(writes)
+
+    def test_read_many_answers_each_job_as_read_does_past_a_batch(
+        self, checkpoints_subject: JobCheckpointsSubject
+    ) -> None:
+        jobs = [f"{JOB}:{index}" for index in range(2_100)]
+        for index, job in enumerate(jobs[::3]):
+            checkpoints_subject.peer.write(job, T0 + timedelta(minutes=index))
+
+        read = checkpoints_subject.checkpoints.read_many([*jobs, "billing.never-written"])
+
+        assert read == {job: checkpoints_subject.checkpoints.read(job) for job in read}
+        assert set(read) == {*jobs, "billing.never-written"}
+        assert read[jobs[3]] == T0 + timedelta(minutes=1)
+        assert read[jobs[1]] is None
+        assert read["billing.never-written"] is None

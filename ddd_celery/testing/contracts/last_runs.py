@@ -217,3 +217,19 @@ class JobLastRunsContract:
             thread.join()
 
         assert last_runs_subject.last_runs.read(JOB) == max(runs, key=lambda r: r.scheduled_at)
+
+    def test_read_many_answers_each_job_as_read_does_past_a_batch(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        jobs = [f"{JOB}:{index}" for index in range(2_100)]
+        for index, job in enumerate(jobs[::3]):
+            last_runs_subject.peer.write(succeeded(T0 + timedelta(minutes=index), job=job))
+
+        read = last_runs_subject.last_runs.read_many([*jobs, "billing.never-written"])
+
+        assert read == {job: last_runs_subject.last_runs.read(job) for job in read}
+        assert set(read) == {*jobs, "billing.never-written"}
+        kept = read[jobs[3]]
+        assert kept is not None
+        assert kept.scheduled_at == T0 + timedelta(minutes=1)
+        assert read[jobs[1]] is None

@@ -268,3 +268,18 @@ class JobRunStateContract:
             thread.join()
 
         assert Counter(claims) == {Claim.STARTED: 1, Claim.QUEUED: 1, Claim.BUSY: 14}
+
+    def test_running_many_answers_each_job_as_running_does_past_a_batch(
+        self, run_state_subject: JobRunStateSubject
+    ) -> None:
+        jobs = [f"{JOB}:{index}" for index in range(2_100)]
+        for index, job in enumerate(jobs[::3]):
+            at = T0 + timedelta(minutes=index)
+            run_state_subject.peer.claim(job, at, queue=False, ttl_ms=TTL_MS)
+
+        read = run_state_subject.state.running_many([*jobs, "billing.never-claimed"])
+
+        assert read == {job: run_state_subject.state.running(job) for job in read}
+        assert set(read) == {*jobs, "billing.never-claimed"}
+        assert read[jobs[3]] == T0 + timedelta(minutes=1)
+        assert read[jobs[1]] is None
