@@ -117,3 +117,14 @@ def test_a_second_install_a_pickle_serializer_a_job_twice_and_a_long_heartbeat_a
 def test_background_jobs_of_an_app_without_them_says_how_to_install_them() -> None:
     with pytest.raises(LookupError, match="install_background_jobs"):
         background_jobs_of(scheduled_app())
+
+
+def test_settings_given_after_install_background_jobs_still_decide_the_stores() -> None:
+    app = Celery(f"install-{uuid.uuid4().hex[:8]}", broker="memory://", set_as_current=False)
+    install_jobs(app, jobs=[], environ={})  # the lock will come from app.conf
+    install(app)
+
+    app.conf.ddd_celery_redis_url = "redis://127.0.0.1:6379/0"
+    app.conf.ddd_celery_key_prefix = "settled-later:"
+
+    assert type(jobs_of(app).lock).__name__ == "RedisLock"

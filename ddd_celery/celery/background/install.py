@@ -29,7 +29,7 @@ from ddd_celery.celery.background.registry import (
     WorkerSettings,
 )
 from ddd_celery.celery.background.tasks import register_background_task
-from ddd_celery.celery.registry import Provider, check_providers, jobs_of
+from ddd_celery.celery.registry import ATTRIBUTE, CeleryJobs, Provider, check_providers
 from ddd_celery.celery.relay import (
     DEFAULT_REDISPATCH_AFTER_MS,
     DEFAULT_RELAY_BATCH,
@@ -90,15 +90,14 @@ def install_background_jobs(
     twice (``InvalidJobScheduleError``), a job whose port no provider gives
     (``DeclarationError``), and a heartbeat not shorter than half the lease (``ValueError``).
     """
-    try:
-        scheduled = jobs_of(app)
-    except LookupError:
+    scheduled = getattr(app, ATTRIBUTE, None)  # not jobs_of: settings may come after install
+    if not isinstance(scheduled, CeleryJobs):
         raise RuntimeError(
             f"install_jobs must be called on Celery app {app.main!r} before "
             "install_background_jobs: beat runs the relay of background jobs as one of its jobs, "
             "under its lock (an app without scheduled jobs calls install_jobs(app, jobs=[], "
             "lock=RedisLock(...)))"
-        ) from None
+        )
     if getattr(app, BACKGROUND_ATTRIBUTE, None) is not None:
         raise RuntimeError(f"background jobs are already installed on Celery app {app.main!r}")
     refuse_pickle(app.conf)
