@@ -27,14 +27,18 @@ class SqlJobCheckpoints(JobCheckpoints):
 
     def read(self, job: str) -> datetime | None:
         table = self._table
-        with self._connector.transaction(f"read the checkpoint of {job!r}") as connection:
+        with self._connector.transaction(
+            f"read the checkpoint of {job!r}", single=True
+        ) as connection:
             micros = connection.scalar(select(table.c.handled_at).where(table.c.job == job))
         return None if micros is None else from_micros(micros)
 
     def write(self, job: str, handled: datetime) -> None:
         micros = to_micros(handled, "handled")
         table = self._table
-        with self._connector.transaction(f"write the checkpoint of {job!r}") as connection:
+        with self._connector.transaction(
+            f"write the checkpoint of {job!r}", single=True
+        ) as connection:
             insert = upsert(connection, table).values(job=job, handled_at=micros)
             connection.execute(
                 insert.on_conflict_do_update(

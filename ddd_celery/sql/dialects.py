@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.dialects import postgresql, sqlite
 
 
-def upsert(connection: Connection, table: Table) -> Any:
-    """An ``insert`` of ``table`` offering ``on_conflict_do_*`` for the connection's database."""
-    name = connection.dialect.name
+def upsert(bind: Connection | Engine, table: Table) -> Any:
+    """An ``insert`` of ``table`` offering ``on_conflict_do_*`` for the database of ``bind``."""
+    name = bind.dialect.name
     if name == "postgresql":
         return postgresql.insert(table)
     if name == "sqlite":

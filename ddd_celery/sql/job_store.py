@@ -104,7 +104,7 @@ class SqlJobStore(JobStore):
         table = self._table
         enqueued_at = to_micros(job.enqueued_at, "enqueued_at")
         tenant = tenant_key_of(job.enqueued_by)
-        with self._connector.transaction(f"add the job {job.id!r}") as connection:
+        with self._connector.transaction(f"add the job {job.id!r}", single=True) as connection:
             outbox = dispatched and self._connector.in_unit_of_work()
             insert = upsert(connection, table).values(
                 id=job.id,
@@ -142,7 +142,7 @@ class SqlJobStore(JobStore):
         expires = at + _positive(lease_ms) * 1000
         token = uuid.uuid4().hex
         table = self._table
-        with self._connector.transaction(f"claim the job {job_id!r}") as connection:
+        with self._connector.transaction(f"claim the job {job_id!r}", single=True) as connection:
             row = connection.execute(
                 update(table)
                 .where(table.c.id == job_id, table.c.status.in_(_CLAIMABLE), table.c.run_at <= at)
@@ -173,7 +173,9 @@ class SqlJobStore(JobStore):
             .prefix_with("MATERIALIZED")
         )
         token = literal(f"{uuid.uuid4().hex}:") + table.c.id
-        with self._connector.transaction(f"claim the due jobs of {list(queues)}") as connection:
+        with self._connector.transaction(
+            f"claim the due jobs of {list(queues)}", single=True
+        ) as connection:
             rows = connection.execute(
                 update(table)
                 .where(table.c.id.in_(select(due.c.id)), table.c.status.in_(_CLAIMABLE))
@@ -236,7 +238,7 @@ class SqlJobStore(JobStore):
         at = to_micros(now, "now")
         table = self._table
         cancellable = [*_CLAIMABLE, JobStatus.RUNNING.value]
-        with self._connector.transaction(f"cancel the job {job_id!r}") as connection:
+        with self._connector.transaction(f"cancel the job {job_id!r}", single=True) as connection:
             row = connection.execute(
                 update(table)
                 .where(
@@ -249,7 +251,7 @@ class SqlJobStore(JobStore):
 
     def find(self, job_id: str, *, tenant_id: str | None) -> StoredJob | None:
         table = self._table
-        with self._connector.transaction(f"find the job {job_id!r}") as connection:
+        with self._connector.transaction(f"find the job {job_id!r}", single=True) as connection:
             row = connection.execute(
                 select(table).where(table.c.id == job_id, self._reach(tenant_id))
             ).first()
@@ -258,7 +260,9 @@ class SqlJobStore(JobStore):
     def retry_dead(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
         at = to_micros(now, "now")
         table = self._table
-        with self._connector.transaction(f"retry the dead job {job_id!r}") as connection:
+        with self._connector.transaction(
+            f"retry the dead job {job_id!r}", single=True
+        ) as connection:
             row = connection.execute(
                 update(table)
                 .where(
@@ -281,7 +285,7 @@ class SqlJobStore(JobStore):
         if status is not None:
             query = query.where(table.c.status == JobStatus(status).value)
         query = query.order_by(table.c.enqueued_at.desc(), table.c.id.desc()).limit(limit)
-        with self._connector.transaction("list the jobs") as connection:
+        with self._connector.transaction("list the jobs", single=True) as connection:
             rows = connection.execute(query).all()
         return [_job(row) for row in rows]
 
@@ -295,7 +299,7 @@ class SqlJobStore(JobStore):
         )
         purged = 0
         while True:
-            with self._connector.transaction("purge the finished jobs") as connection:
+            with self._connector.transaction("purge the finished jobs", single=True) as connection:
                 deleted = connection.execute(
                     delete(table).where(table.c.id.in_(batch.scalar_subquery()))
                 ).rowcount
@@ -308,7 +312,7 @@ class SqlJobStore(JobStore):
         query = select(table.c.queue, table.c.status, func.count()).group_by(
             table.c.queue, table.c.status
         )
-        with self._connector.transaction("count the jobs") as connection:
+        with self._connector.transaction("count the jobs", single=True) as connection:
             rows = connection.execute(query).all()
         counts: dict[str, dict[JobStatus, int]] = {}
         for queue, status, count in rows:
@@ -337,7 +341,7 @@ class SqlJobStore(JobStore):
             .cte()
             .prefix_with("MATERIALIZED")
         )
-        with self._connector.transaction("take the due jobs") as connection:
+        with self._connector.transaction("take the due jobs", single=True) as connection:
             rows = connection.execute(
                 update(table)
                 .where(table.c.id.in_(select(due.c.id)))
@@ -362,7 +366,7 @@ class SqlJobStore(JobStore):
             .prefix_with("MATERIALIZED")
         )
         exhausted = table.c.attempts >= table.c.max_attempts
-        with self._connector.transaction("expire the leases") as connection:
+        with self._connector.transaction("expire the leases", single=True) as connection:
             rows = connection.execute(
                 update(table)
                 .where(
@@ -387,7 +391,9 @@ class SqlJobStore(JobStore):
     def _report(self, lease: JobLease, doing: str, values: dict[str, Any]) -> None:
         """Apply ``values`` to the job if ``lease`` is still its own, else ``LostLeaseError``."""
         table = self._table
-        with self._connector.transaction(f"{doing} the job {lease.job_id!r}") as connection:
+        with self._connector.transaction(
+            f"{doing} the job {lease.job_id!r}", single=True
+        ) as connection:
             row = connection.execute(
                 update(table)
                 .where(

@@ -30,7 +30,9 @@ class SqlJobLastRuns(JobLastRuns):
         record = json.dumps(run_as_dict(run), separators=(",", ":"))
         micros = to_micros(run.scheduled_at, "scheduled_at")
         table = self._table
-        with self._connector.transaction(f"write the last run of {run.job!r}") as connection:
+        with self._connector.transaction(
+            f"write the last run of {run.job!r}", single=True
+        ) as connection:
             insert = upsert(connection, table).values(job=run.job, scheduled_at=micros, run=record)
             connection.execute(
                 insert.on_conflict_do_update(
@@ -42,6 +44,8 @@ class SqlJobLastRuns(JobLastRuns):
 
     def read(self, job: str) -> JobRun | None:
         table = self._table
-        with self._connector.transaction(f"read the last run of {job!r}") as connection:
+        with self._connector.transaction(
+            f"read the last run of {job!r}", single=True
+        ) as connection:
             record = connection.scalar(select(table.c.run).where(table.c.job == job))
         return None if record is None else run_from_dict(json.loads(record))

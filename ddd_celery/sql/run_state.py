@@ -97,7 +97,9 @@ class SqlJobRunState(JobRunState):
     def running(self, job: str) -> datetime | None:
         table = self._table
         now = to_micros(self._clock.now())
-        with self._connector.transaction(f"read the run in progress of {job!r}") as connection:
+        with self._connector.transaction(
+            f"read the run in progress of {job!r}", single=True
+        ) as connection:
             micros = connection.scalar(
                 select(table.c.running).where(table.c.job == job, table.c.expires_at > now)
             )

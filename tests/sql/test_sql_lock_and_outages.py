@@ -56,7 +56,9 @@ def down() -> Iterator[Engine]:
     engine.dispose()
 
 
-def test_an_acquire_is_one_statement_in_its_transaction(engine: Engine, prefix: str) -> None:
+def test_an_acquire_is_one_statement_committed_without_waiting_for_the_disk(
+    engine: Engine, prefix: str
+) -> None:
     statements: list[str] = []
     listener = lambda *args: statements.append(args[2])  # noqa: E731
     event.listen(engine, "before_cursor_execute", listener)
@@ -68,6 +70,7 @@ def test_an_acquire_is_one_statement_in_its_transaction(engine: Engine, prefix: 
     assert lease is not None
     assert len(statements) == 1
     assert "ON CONFLICT" in statements[0]
+    assert "set_config" in statements[0]
 
 
 def test_expired_keys_are_swept_every_so_many_acquires(engine: Engine, prefix: str) -> None:
