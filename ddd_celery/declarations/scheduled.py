@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
-import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,10 +20,9 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.execution import JobExecution
+from ddd_celery.declarations.names import check_job_name
 from ddd_celery.declarations.options import MissedPolicy, OverlapPolicy, Tenancy
 from ddd_celery.declarations.schedule import ParsedJobSchedule, parse_job_schedule
-
-_NAME = re.compile(r"[a-z][a-z0-9_-]*\.[a-z][a-z0-9_-]*")
 
 
 class ScheduledJob(Protocol):
@@ -72,12 +70,7 @@ def scheduled(
     ``time_zone`` goes with ``cron``; with ``every``, anything but the default ``"UTC"`` is
     refused, since an interval follows no zone. Raises ``DeclarationError`` naming the job.
     """
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise DeclarationError(
-            "a job is named '<context>.<job-name>' in lower case, such as "
-            "'billing.send-payment-reminders'",
-            job=str(name),
-        )
+    check_job_name(name)
     schedule: dict[str, Any] = {
         "overlap": overlap,
         "missed": missed,
