@@ -70,16 +70,21 @@ class Connector:
                     yield connection
 
 
+_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+"""The engines of every adapter: a forked child gives each fresh connections."""
+
+
 def _dispose_after_fork(engine: Engine) -> None:
     """Give a forked child (Celery's prefork pool) fresh connections, never its parent's."""
-    reference = weakref.ref(engine)
+    _ENGINES.add(engine)
 
-    def in_child() -> None:
-        alive = reference()
-        if alive is not None:
-            alive.dispose(close=False)
 
-    os.register_at_fork(after_in_child=in_child)
+def _in_child() -> None:
+    for engine in list(_ENGINES):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_in_child)
 
 
 def to_micros(instant: datetime, name: str = "instant") -> int:
