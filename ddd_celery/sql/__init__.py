@@ -9,7 +9,7 @@ engine, one file the processes of a machine share. See ``docs/sql.md``.
 
 from ddd_celery.sql.checkpoints import SqlJobCheckpoints
 from ddd_celery.sql.connection import sqlite_engine
-from ddd_celery.sql.errors import StoreUnavailableError
+from ddd_celery.sql.errors import MissingTablesError, StoreUnavailableError
 from ddd_celery.sql.job_store import DEFAULT_OUTBOX_GRACE_MS, SqlJobStore
 from ddd_celery.sql.last_runs import SqlJobLastRuns
 from ddd_celery.sql.lock import SqlLock
@@ -20,6 +20,7 @@ from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
 __all__ = [
     "DEFAULT_OUTBOX_GRACE_MS",
     "DEFAULT_PREFIX",
+    "MissingTablesError",
     "SqlAlchemyUnitOfWork",
     "SqlJobCheckpoints",
     "SqlJobLastRuns",

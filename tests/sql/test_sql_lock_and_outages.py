@@ -14,6 +14,7 @@ from sqlalchemy import Engine, create_engine, event, select
 
 from ddd_celery.kernel import FixedClock, LockUnavailableError
 from ddd_celery.sql import (
+    MissingTablesError,
     SqlJobCheckpoints,
     SqlJobLastRuns,
     SqlJobRunState,
@@ -112,3 +113,22 @@ def test_a_database_that_cannot_be_reached_makes_every_adapter_unavailable(down:
 def test_a_table_prefix_that_could_inject_sql_is_refused(engine: Engine) -> None:
     with pytest.raises(ValueError, match="table prefix"):
         SqlJobStore(engine, prefix="ddd; drop table x; --")
+
+
+def test_tables_that_were_never_created_are_named_as_missing_not_as_an_outage(
+    engine: Engine,
+) -> None:
+    prefix = f"test_{uuid.uuid4().hex[:12]}_"
+    clock = FixedClock(T0)
+
+    with pytest.raises(MissingTablesError, match="create_tables"):
+        SqlJobStore(engine, prefix=prefix).find("job-1", tenant_id=None)
+    with pytest.raises(MissingTablesError, match="acquire the lock"):
+        SqlLock(engine, clock, prefix=prefix).acquire(KEY, 1_000)
+    assert issubclass(MissingTablesError, LookupError)
+
+
+@pytest.mark.parametrize("grace_ms", [0, -1])
+def test_an_outbox_grace_that_is_not_positive_is_refused(engine: Engine, grace_ms: int) -> None:
+    with pytest.raises(ValueError, match="outbox_grace_ms"):
+        SqlJobStore(engine, outbox_grace_ms=grace_ms)
