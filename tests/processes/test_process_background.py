@@ -272,17 +272,19 @@ def test_a_failing_job_retries_to_dead_and_retry_dead_from_the_cli_runs_it_again
     bg.worker(pool="solo", concurrency=1)
     job_id = bg.queue.enqueue(FlakyJob, {})
 
+    def starts() -> list[int]:
+        return [run["attempt"] for run in bg.records.read("runs") if run["edge"] == "start"]
+
     wait_until(lambda: bg.status(job_id) is JobStatus.DEAD, 30, f"the job to die\n{bg.logs()}")
     dead = bg.cli("dead")
     retried = bg.cli("retry-dead", job_id)
-    wait_until(lambda: len(bg.records.read("runs")) == 4, 30, "the retried job's attempts")
+    wait_until(lambda: len(starts()) == 4, 30, f"the retried job's attempts\n{bg.logs()}")
     wait_until(lambda: bg.status(job_id) is JobStatus.DEAD, 30, "the job to die again")
     found = bg.cli("find", job_id)
 
     assert job_id in dead.stdout, dead.stderr
     assert retried.returncode == 0, retried.stderr
-    attempts = [(r["attempt"]) for r in bg.records.read("runs") if r["edge"] == "start"]
-    assert attempts == [1, 2, 1, 2]
+    assert starts() == [1, 2, 1, 2]
     assert "status          dead" in found.stdout
     assert "attempts        2/2" in found.stdout
     assert "last error      UNEXPECTED_ERROR (RuntimeError)" in found.stdout
