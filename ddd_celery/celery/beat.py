@@ -20,6 +20,7 @@ import logging
 import random as _random
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, NamedTuple
@@ -29,6 +30,7 @@ from celery.beat import BeatLazyFunc, Scheduler
 from ddd_celery.celery.app import refuse_pickle_at_start
 from ddd_celery.celery.beat_entries import BeatScheduleEntryError, job_name_of
 from ddd_celery.celery.message import OccurrenceMessage
+from ddd_celery.celery.publish_batch import publish_batch
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.tracing import send_span
 from ddd_celery.declarations.options import OverlapPolicy
@@ -53,6 +55,7 @@ from ddd_celery.scheduling.occurrence import (
     run_ttl_ms,
     sleep_ms,
 )
+from ddd_celery.scheduling.occurrence_store import IN_THE_LOCK, Beginning
 from ddd_celery.scheduling.outcomes import Outcome
 from ddd_celery.scheduling.run_state import Claim
 
@@ -65,6 +68,9 @@ _NEVER = datetime.max.replace(tzinfo=UTC)
 
 RETRY_MS = 60_000
 """How long a job whose next instant could not be computed waits before beat tries again."""
+
+DISPATCH_BATCH = 1_000
+"""Occurrences due together that one call to the stores begins and one producer publishes."""
 
 
 class _Kind(Enum):
@@ -84,6 +90,17 @@ class _Entry(NamedTuple):
     kind: _Kind
     job: CeleryJob
     occurrence: Occurrence | None
+
+
+@dataclass(slots=True)
+class _Sending:
+    """An occurrence begun and about to be published, with what its message needs."""
+
+    job: CeleryJob
+    occurrence: Occurrence
+    beginning: Beginning
+    expires: datetime
+    correlation_id: str | None = None
 
 
 class JobBeatScheduler(Scheduler):  # type: ignore[misc]
@@ -110,6 +127,11 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self._leases: dict[str, deque[tuple[datetime, Lease]]] = {}
         """Leases this beat holds, per job and oldest first, until no beat can still want them."""
         self._handled: dict[str, datetime] = {}
+        """The checkpoint each job is owed, written once the tick's tasks are sent."""
+        self._checkpoints_kept: dict[str, datetime] = {}
+        """The checkpoint the stores wrote with each job's lock this tick (``begin``)."""
+        self._ready: list[tuple[CeleryJob, Occurrence]] = []
+        """Occurrences reached this tick and due now, begun and published together."""
         self._releasing: list[tuple[str, Lease]] = []
         self._closed = False
         super().__init__(app, *args, **kwargs)
@@ -235,6 +257,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         if due and due[0].at <= now:
             while due and due[0].at <= now:
                 self._handle(heapq.heappop(due), now)
+            self._dispatch_ready(now)
             self._follow_up(jobs)
             now = jobs.clock.now()
         return self._seconds_until(now, due[0].at if due else None)
@@ -272,7 +295,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 self._reach(entry.job, entry.at, now)
             elif entry.kind is _Kind.WAITING:
                 assert entry.occurrence is not None  # pushed with its occurrence
-                self._dispatch(entry.job, entry.occurrence, now)
+                self._ready.append((entry.job, entry.occurrence))
             else:
                 self._resume(entry.job, entry.at, None)
         except Exception:
@@ -330,110 +353,181 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         if delay:
             self._push(decision.run + timedelta(milliseconds=delay), _Kind.WAITING, job, occurrence)
         else:
-            self._dispatch(job, occurrence, now)
+            self._ready.append((job, occurrence))
 
-    def _dispatch(self, job: CeleryJob, occurrence: Occurrence, now: datetime) -> None:
-        """Lock, claim and send one occurrence whose jitter has elapsed.
+    def _dispatch_ready(self, now: datetime) -> None:
+        """Begin and publish every occurrence whose instant (and jitter) came this tick.
+
+        ``DISPATCH_BATCH`` at a time: one call to the stores begins them all (``begin``: each
+        its own lock, checkpoint and claim, and the leases no beat can still want released),
+        then one held producer publishes them, a kombu publish batch where the broker has one.
+        """
+        ready, self._ready = self._ready, []
+        for start in range(0, len(ready), DISPATCH_BATCH):
+            self._dispatch(ready[start : start + DISPATCH_BATCH], now)
+
+    def _dispatch(self, batch: list[tuple[CeleryJob, Occurrence]], now: datetime) -> None:
+        """Lock, claim and send occurrences whose jitter has elapsed; each has its own outcome.
 
         Beat stopped on the way (SIGTERM and Ctrl-C raise ``SystemExit`` or
         ``KeyboardInterrupt`` wherever beat is, a send to a broker that does not answer
-        included) records the occurrence ``failed``, ``JOB_ABORTED``, and ends its claim in the
-        run state, so no later occurrence is skipped behind a run that never comes. Then beat
-        stops. The lock stays taken: the message may have left, so no other beat sends it.
+        included) records each occurrence not yet sent ``failed``, ``JOB_ABORTED``, and ends
+        its claim in the run state, so no later occurrence is skipped behind a run that never
+        comes. Then beat stops. The locks stay taken: a message may have left, so no other beat
+        sends it.
         """
-        occurrence.move(Event.JITTER_ELAPSED)
+        jobs = self._registry()
+        beginnings = [self._beginning(job, occurrence) for job, occurrence in batch]
+        releasing, self._releasing = self._releasing, []
+        sent: set[int] = set()
         try:
-            self._lock_claim_send(job, occurrence, now)
+            try:
+                released = jobs.occurrences().begin(
+                    beginnings, releasing=[lease for _, lease in releasing]
+                )
+            except Exception:
+                logger.exception("beat: could not begin %d occurrences", len(batch))
+                return
+            for (name, _), error in zip(releasing, released, strict=True):
+                if error is not None:
+                    jobs.recorder.could_not_follow(name, error, what="release the lock")
+            sending: list[_Sending] = []
+            for (job, occurrence), beginning in zip(batch, beginnings, strict=True):
+                try:
+                    expires = self._begun(job, occurrence, beginning, now)
+                except Exception:
+                    logger.exception(
+                        "beat: could not handle %s at %s", job.name, iso_ms(beginning.scheduled_at)
+                    )
+                    continue
+                if expires is not None:
+                    sending.append(_Sending(job, occurrence, beginning, expires))
+            self._publish(sending, sent)
         except (KeyboardInterrupt, SystemExit) as stopping:
-            self._record_interrupted(job, occurrence, stopping)
+            for (job, occurrence), beginning in zip(batch, beginnings, strict=True):
+                if id(occurrence) not in sent:
+                    self._record_interrupted(job, occurrence, beginning, stopping)
             raise
 
+    def _beginning(self, job: CeleryJob, occurrence: Occurrence) -> Beginning:
+        """What the core decided for an occurrence, for the stores to carry out."""
+        occurrence.move(Event.JITTER_ELAPSED)
+        rules, options, at = self._registry().rules, job.schedule.options, occurrence.scheduled_at
+        return Beginning(
+            job=job.name,
+            scheduled_at=at,
+            lock_key=lock_key(job.name, at) if options.single_instance else None,
+            lock_ttl_ms=lock_ttl_ms(options, rules),
+            # A beat_schedule entry is not claimed: its task is the app's own and never
+            # reports that a run ended, as under Celery's beat.
+            claim=job.declared,
+            queue=options.overlap is OverlapPolicy.QUEUE,
+            run_ttl_ms=run_ttl_ms(options, rules),
+        )
+
     def _record_interrupted(
-        self, job: CeleryJob, occurrence: Occurrence, stopping: BaseException
+        self, job: CeleryJob, occurrence: Occurrence, beginning: Beginning, stopping: BaseException
     ) -> None:
         """Give an occurrence cut short by beat's stop its outcome, and free what it claimed."""
-        if occurrence.outcome is not None:
-            return  # recorded before the stop arrived
+        if occurrence.outcome is not None or occurrence.step is Step.QUEUED:
+            return  # recorded before the stop arrived, or left to the run it waits behind
         at = occurrence.scheduled_at
         error = JobAbortedError(
             f"beat stopped ({type(stopping).__name__}) while it sent the occurrence", job=job.name
         )
         self._registry().recorder.record(not_run(job.name, at, Outcome.FAILED, error=error), error)
-        if job.declared and occurrence.step in (Step.CLAIMING, Step.RUNNING):
-            self._free_run_state(job, at)
+        if job.declared and beginning.may_have_claimed:
+            self._free_run_state(job, beginning)
 
-    def _lock_claim_send(self, job: CeleryJob, occurrence: Occurrence, now: datetime) -> None:
-        jobs, at, options = self._registry(), occurrence.scheduled_at, job.schedule.options
-        lease: Lease | None = None
-        if options.single_instance:
-            try:
-                lease = jobs.lock.acquire(lock_key(job.name, at), lock_ttl_ms(options, jobs.rules))
-            except Exception as error:
-                occurrence.move(Event.LOCK_UNAVAILABLE)
-                self._mark_handled(job, at)
-                self._record_unavailable(job, at, error, "the lock")
-                return
-            if lease is None:
-                # The checkpoint is left to the holder of the lock: one write per occurrence.
-                occurrence.move(Event.LOCK_HELD)
-                jobs.recorder.record(not_run(job.name, at, Outcome.SKIPPED_LOCKED))
-                return
+    def _begun(
+        self, job: CeleryJob, occurrence: Occurrence, beginning: Beginning, now: datetime
+    ) -> datetime | None:
+        """Move the occurrence on what the stores answered; the expiry of its message, if sent."""
+        jobs, at = self._registry(), occurrence.scheduled_at
+        if beginning.failed_in == IN_THE_LOCK:
+            occurrence.move(Event.LOCK_UNAVAILABLE)
+            self._mark_handled(job, at)
+            self._record_unavailable(job, at, _error(beginning), "the lock")
+            return None
+        if beginning.lock_held:
+            # The checkpoint is left to the holder of the lock: one write per occurrence.
+            occurrence.move(Event.LOCK_HELD)
+            jobs.recorder.record(not_run(job.name, at, Outcome.SKIPPED_LOCKED))
+            return None
+        lease = beginning.lease
+        if lease is not None:
             occurrence.move(Event.LOCK_TAKEN)
             self._leases.setdefault(job.name, deque()).append((at, lease))
         else:
             occurrence.move(Event.LOCK_NOT_NEEDED)
-        self._mark_handled(job, at)
-        try:
-            claim = self._claim(job, at)
-        except Exception as error:
+        if beginning.checkpointed:
+            self._checkpointed(job, at)
+        else:
+            self._mark_handled(job, at)
+        if beginning.failed_in is not None:
             occurrence.move(Event.LOCK_UNAVAILABLE)
-            self._record_unavailable(job, at, error, "the run state")
-            return
+            self._record_unavailable(job, at, _error(beginning), "the run state")
+            return None
+        claim = beginning.claimed if job.declared else Claim.STARTED
         if claim is Claim.BUSY:
             occurrence.move(Event.BUSY)
             jobs.recorder.record(not_run(job.name, at, Outcome.SKIPPED_OVERLAP))
-            return
+            return None
         if claim is Claim.QUEUED:
             # Nothing to send now: the worker that ends the run in progress sends this one.
             occurrence.move(Event.QUEUED)
-            return
+            return None
         occurrence.move(Event.STARTED)
         if lease is None:
-            lease_ends = now + timedelta(milliseconds=lock_ttl_ms(options, jobs.rules))
-        else:
-            lease_ends = lease.expires_at
-        self._send(job, occurrence, lease_ends)
+            return now + timedelta(milliseconds=beginning.lock_ttl_ms)
+        return lease.expires_at
 
-    def _claim(self, job: CeleryJob, at: datetime) -> Claim:
-        """Start the occurrence in the shared run state, where overlap is decided.
+    def _publish(self, sending: list[_Sending], sent: set[int]) -> None:
+        """Publish the occurrences begun, through one producer held for them all.
 
-        A ``beat_schedule`` entry is not checked: its task is the app's own and never reports
-        that a run ended, as under Celery's beat.
+        System jobs run here first (``inline``). The messages go in one kombu publish batch
+        where the broker has one (Redis: one pipeline), so a publish that fails fails the rest
+        of the batch with it: each such occurrence is recorded ``failed`` and freed. ``sent``
+        receives each occurrence once its message has left.
         """
-        if not job.declared:
-            return Claim.STARTED
-        jobs, options = self._registry(), job.schedule.options
-        return jobs.run_state.claim(
-            job.name,
-            at,
-            queue=options.overlap is OverlapPolicy.QUEUE,
-            ttl_ms=run_ttl_ms(options, jobs.rules),
-        )
+        tasks = []
+        for item in sending:
+            if item.job.inline is not None:
+                self._run_inline(item.job, item.job.inline, item.occurrence, self._next_id())
+                sent.add(id(item.occurrence))
+            else:
+                tasks.append(item)
+        if not tasks:
+            return
+        if len(tasks) == 1:
+            if self._send(tasks[0], None):
+                sent.add(id(tasks[0].occurrence))
+            return
+        try:
+            with self.app.producer_or_acquire() as producer, publish_batch(producer, len(tasks)):
+                published = [item for item in tasks if self._send(item, producer)]
+        except Exception as error:
+            for item in tasks:
+                if item.occurrence.outcome is None:
+                    self._send_failed(item, error, item.correlation_id)
+            return
+        sent.update(id(item.occurrence) for item in published)
 
-    def _send(self, job: CeleryJob, occurrence: Occurrence, expires: datetime) -> None:
+    def _next_id(self) -> str:
+        return self._registry().ids.next_id()
+
+    def _send(self, item: _Sending, producer: Any) -> bool:
         """Publish the task; a publish that fails is recorded ``failed`` and frees the run state.
 
         The message expires with the lock: run later than that, another beat could have sent
-        the same occurrence again.
+        the same occurrence again. True once published (or put in the producer's batch).
         """
-        jobs, at = self._registry(), occurrence.scheduled_at
-        correlation_id = jobs.ids.next_id()
-        if job.inline is not None:
-            self._run_inline(job, job.inline, occurrence, correlation_id)
-            return
+        job, at = item.job, item.occurrence.scheduled_at
+        item.correlation_id = correlation_id = self._next_id()
         logger.info(
             "Scheduler: Sending due task %s (%s) of %s", job.name, job.task_name, iso_ms(at)
         )
+        held = {} if producer is None else {"producer": producer}
         try:
             with send_span(job.name, at, correlation_id) as headers:
                 if job.declared:
@@ -441,20 +535,27 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                         job.task_name,
                         kwargs=OccurrenceMessage(at, correlation_id).to_kwargs(),
                         queue=job.queue,
-                        expires=expires,
+                        expires=item.expires,
                         serializer="json",
                         headers=headers,
+                        **held,
                     )
                 else:
-                    self._send_entry(job, headers)
+                    self._send_entry(job, headers, producer)
         except Exception as error:
-            occurrence.move(Event.FAILED)
-            jobs.recorder.record(
-                not_run(job.name, at, Outcome.FAILED, error=error, correlation_id=correlation_id),
-                error,
-            )
-            if job.declared:
-                self._free_run_state(job, at)
+            self._send_failed(item, error, correlation_id)
+            return False
+        return True
+
+    def _send_failed(self, item: _Sending, error: Exception, correlation_id: str | None) -> None:
+        job, at = item.job, item.occurrence.scheduled_at
+        item.occurrence.move(Event.FAILED)
+        self._registry().recorder.record(
+            not_run(job.name, at, Outcome.FAILED, error=error, correlation_id=correlation_id),
+            error,
+        )
+        if job.declared:
+            self._free_run_state(job, item.beginning)
 
     def _run_inline(
         self,
@@ -486,7 +587,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         )
         jobs.recorder.record(ran(attempt, jobs.clock.now(), error, None), error)
 
-    def _send_entry(self, job: CeleryJob, headers: dict[str, str]) -> None:
+    def _send_entry(self, job: CeleryJob, headers: dict[str, str], producer: Any) -> None:
         """Send a ``beat_schedule`` entry as Celery's beat does: same task, arguments, options.
 
         ``send_task`` routes it by ``task_routes`` and the task's own options, as
@@ -498,11 +599,13 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             **headers,
             "celery_beat_task": True,
         }
+        if producer is not None:
+            options["producer"] = producer
         args = [_evaluated(arg) for arg in job.args]
         kwargs = {name: _evaluated(value) for name, value in job.kwargs.items()}
         self.app.send_task(job.task_name, args, kwargs, **options)
 
-    def _free_run_state(self, job: CeleryJob, at: datetime) -> None:
+    def _free_run_state(self, job: CeleryJob, beginning: Beginning) -> None:
         """End the claim of an occurrence that was never sent, so the job is not held busy.
 
         What waited behind it is dropped and recorded ``missed``: its run would have followed
@@ -510,8 +613,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """
         jobs = self._registry()
         try:
-            dropped = jobs.run_state.drop_queued(job.name)
-            jobs.run_state.finish(job.name, at, ttl_ms=run_ttl_ms(job.schedule.options, jobs.rules))
+            dropped = jobs.occurrences().free(beginning)
         except Exception as error:
             jobs.recorder.could_not_follow(job.name, error, what="free the run state")
             return
@@ -547,6 +649,11 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         if current is None or at > current:
             self._handled[job.name] = at
 
+    def _checkpointed(self, job: CeleryJob, at: datetime) -> None:
+        current = self._checkpoints_kept.get(job.name)
+        if current is None or at > current:
+            self._checkpoints_kept[job.name] = at
+
     def _follow_up(self, jobs: CeleryJobs) -> None:
         """Write checkpoints and release leases once the tick's tasks are sent.
 
@@ -554,9 +661,12 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         that fails is logged; the job goes on.
         """
         handled, self._handled = self._handled, {}
+        kept, self._checkpoints_kept = self._checkpoints_kept, {}
         releasing, self._releasing = self._releasing, []
         if jobs.checkpoints is not None:
             for name, at in handled.items():
+                if name in kept and kept[name] >= at:
+                    continue  # written with the lock (``begin``)
                 try:
                     jobs.checkpoints.write(name, at)
                 except Exception as error:
@@ -587,6 +697,12 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self, at: datetime, kind: _Kind, job: CeleryJob, occurrence: Occurrence | None = None
     ) -> None:
         heapq.heappush(self._due, _Entry(at, next(self._seq), kind, job, occurrence))
+
+
+def _error(beginning: Beginning) -> Exception:
+    """The error a store answered with (``failed_in`` is only set with one)."""
+    assert beginning.error is not None
+    return beginning.error
 
 
 def _job_name_or_none(entry_name: str) -> str | None:

@@ -25,6 +25,7 @@ from ddd_celery.scheduling.errors import InvalidJobScheduleError, UnknownJobErro
 from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.observability import RunRecorder
 from ddd_celery.scheduling.occurrence import DEFAULT_GRACE_MS, SchedulerRules
+from ddd_celery.scheduling.occurrence_store import OccurrenceStore, occurrence_store
 from ddd_celery.scheduling.run_state import JobRunState
 
 ATTRIBUTE = "ddd_jobs"
@@ -79,6 +80,21 @@ class CeleryJobs:
     """How long a worker that stops waits for its runs before aborting them (``JOB_ABORTED``)."""
     settle: Callable[[CeleryJobs], None] | None = None
     """Reads what the app's configuration decides (``ddd_celery_*``), once, at first use."""
+    _occurrences: tuple[tuple[int, ...], OccurrenceStore] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def occurrences(self) -> OccurrenceStore:
+        """The stores an occurrence touches, combined where they allow (``occurrence_store``).
+
+        Built at first use and again whenever a store is replaced (``settle``).
+        """
+        stores = (self.lock, self.run_state, self.checkpoints, self.last_runs)
+        key = tuple(id(store) for store in stores)
+        if self._occurrences is None or self._occurrences[0] != key:
+            built = occurrence_store(self.lock, self.run_state, self.checkpoints, self.last_runs)
+            self._occurrences = (key, built)
+        return self._occurrences[1]
 
     def add_system_job(self, job: CeleryJob) -> None:
         """Add a job the library itself runs (the relay); a name already taken is refused."""

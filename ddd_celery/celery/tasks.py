@@ -8,9 +8,10 @@ then ends the run in the shared run state, which may hand back an occurrence que
 (``overlap: 'queue'``): the task sends that one on, since beat cannot know when a run ends.
 
 ``timeout_ms`` is enforced twice, because pools differ. On prefork, Celery's soft time limit
-raises inside the job's thread; on every pool (solo and threads have no time limits), a
-watchdog thread aborts ``execution.signal`` at the deadline. Whichever comes first records
-``failed``, ``JOB_TIMEOUT``; the occurrence is recorded once, whatever ends after.
+raises inside the job's thread; on every pool (solo and threads have no time limits), the
+process's watchdog (one thread for all runs) aborts ``execution.signal`` at the deadline.
+Whichever comes first records ``failed``, ``JOB_TIMEOUT``; the occurrence is recorded once,
+whatever ends after.
 
 A run that failed then ends its task in failure, raising ``ScheduledJobFailedError`` (or
 ``ScheduledJobRefusedError`` for a ``DomainError``), so Celery's own failure path sees it: the
@@ -35,6 +36,7 @@ from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError,
 from ddd_celery.celery.registry import ATTRIBUTE, CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.shutdown import RUNS
 from ddd_celery.celery.tracing import TraceparentScope, run_span, send_span
+from ddd_celery.celery.watchdog import WATCHDOG, Watch
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.kernel.abort import AbortController
 from ddd_celery.kernel.errors import DomainError
@@ -50,6 +52,7 @@ from ddd_celery.scheduling.execution import (
     tenants_of,
 )
 from ddd_celery.scheduling.occurrence import run_ttl_ms
+from ddd_celery.scheduling.occurrence_store import RunEnd
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 
 HARD_LIMIT_GRACE_S = 5.0
@@ -243,14 +246,46 @@ def end_run(app: Any, registry: CeleryJobs, job: CeleryJob, scheduled_at: dateti
     Beat cannot know when a run ends, so the worker sends the queued occurrence itself. One that
     cannot be sent is recorded ``failed`` and ended in turn, so it does not hold the job busy.
     """
+    ended = registry.occurrences().end(
+        job.name,
+        scheduled_at,
+        ttl_ms=run_ttl_ms(job.schedule.options, registry.rules),
+        last_run=None,
+    )
+    _send_on(app, registry, job, ended)
+
+
+def conclude_run(
+    app: Any, registry: CeleryJobs, job: CeleryJob, record: JobRun, error: BaseException | None
+) -> None:
+    """Keep the run's record and end it in one round trip, record its outcome, send on.
+
+    The last run is written with the end of the run (``OccurrenceStore.end``), before the log
+    line, the metrics and ``on_run``, so an observer finds the record already kept, as
+    ``RunRecorder`` promises.
+    """
+    ended = registry.occurrences().end(
+        job.name,
+        record.scheduled_at,
+        ttl_ms=run_ttl_ms(job.schedule.options, registry.rules),
+        last_run=record,
+    )
+    if ended.last_run_error is not None:
+        registry.recorder.could_not_follow(
+            job.name, ended.last_run_error, what="write the last run"
+        )
+    registry.recorder.record(record, error, kept=True)
+    _send_on(app, registry, job, ended)
+
+
+def _send_on(app: Any, registry: CeleryJobs, job: CeleryJob, ended: RunEnd) -> None:
+    """Send the occurrence promoted behind an ended run; one that cannot be sent is ended too."""
     ttl_ms = run_ttl_ms(job.schedule.options, registry.rules)
-    ending = scheduled_at
     while True:
-        try:
-            promoted = registry.run_state.finish(job.name, ending, ttl_ms=ttl_ms)
-        except Exception as error:
-            registry.recorder.could_not_follow(job.name, error, what="finish the run")
+        if ended.finish_error is not None:
+            registry.recorder.could_not_follow(job.name, ended.finish_error, what="finish the run")
             return
+        promoted = ended.promoted
         if promoted is None:
             return
         try:
@@ -260,7 +295,7 @@ def end_run(app: Any, registry: CeleryJobs, job: CeleryJob, scheduled_at: dateti
             registry.recorder.record(
                 not_run(job.name, promoted, Outcome.FAILED, error=error), error
             )
-            ending = promoted
+        ended = registry.occurrences().end(job.name, promoted, ttl_ms=ttl_ms, last_run=None)
 
 
 def on_task_revoked(
@@ -423,7 +458,7 @@ class OccurrenceRun:
         finally:
             RUNS.discard(self)
             if watchdog is not None:
-                watchdog.cancel()
+                WATCHDOG.cancel(watchdog)
 
     def _callable(self) -> JobCallable:
         """``run(execution)`` of a job built for each tenant's run, inside that run's scope.
@@ -450,16 +485,16 @@ class OccurrenceRun:
 
         return run_sync
 
-    def _watchdog(self) -> threading.Timer | None:
-        """A timer that times the run out at its deadline, on pools without time limits."""
+    def _watchdog(self) -> Watch | None:
+        """A watch that times the run out at its deadline, on pools without time limits.
+
+        On the process's one watchdog thread (``WATCHDOG``), not a thread per run.
+        """
         deadline = self._attempt.deadline
         if deadline is None:
             return None
         delay = max(0.0, (deadline - self._registry.clock.now()).total_seconds())
-        timer = threading.Timer(delay, self._on_deadline)
-        timer.daemon = True
-        timer.start()
-        return timer
+        return WATCHDOG.watch(delay, self._on_deadline)
 
     @property
     def grace_ms(self) -> int:
@@ -499,7 +534,8 @@ class OccurrenceRun:
                 return self._concluded
             record = ran(self._attempt, self._registry.clock.now(), error, tenant)
             self._concluded = (record, error)
-            self._registry.recorder.record(record, error)
             if self._app is not None:
-                end_run(self._app, self._registry, self._job, self._attempt.scheduled_at)
+                conclude_run(self._app, self._registry, self._job, record, error)
+            else:
+                self._registry.recorder.record(record, error)
         return record, error

@@ -29,6 +29,16 @@ class RedisJobCheckpoints(JobCheckpoints):
         self._prefix = prefix
         self._write = register(client, "checkpoint_write.lua")
 
+    @property
+    def client(self) -> Redis:
+        """The client this store asks, for a store that joins its keys in one script."""
+        return self._client
+
+    @property
+    def prefix(self) -> str:
+        """What this store puts before each key name."""
+        return self._prefix
+
     def read(self, job: str) -> datetime | None:
         with unavailable_as(StoreUnavailableError, f"read the checkpoint of {job!r}"):
             value = self._client.get(self._prefix + job)

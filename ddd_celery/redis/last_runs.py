@@ -29,6 +29,16 @@ class RedisJobLastRuns(JobLastRuns):
         self._prefix = prefix
         self._write = register(client, "last_run_write.lua")
 
+    @property
+    def client(self) -> Redis:
+        """The client this store asks, for a store that joins its keys in one script."""
+        return self._client
+
+    @property
+    def prefix(self) -> str:
+        """What this store puts before each key name."""
+        return self._prefix
+
     def write(self, run: JobRun) -> None:
         record = json.dumps(run_as_dict(run), separators=(",", ":"))
         at = epoch_ms(run.scheduled_at)

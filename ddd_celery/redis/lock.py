@@ -31,6 +31,21 @@ class RedisLock(Lock):
         self._clock = clock or SystemClock()
         self._release = register(client, "release.lua")
 
+    @property
+    def client(self) -> Redis:
+        """The client this store asks, for a store that joins its keys in one script."""
+        return self._client
+
+    @property
+    def prefix(self) -> str:
+        """What this store puts before each key name."""
+        return self._prefix
+
+    @property
+    def clock(self) -> Clock:
+        """The clock that dates ``Lease.expires_at``."""
+        return self._clock
+
     def acquire(self, key: str, ttl_ms: int) -> Lease | None:
         if ttl_ms <= 0:
             raise ValueError(f"a lock's time to live is a positive number of ms, not {ttl_ms}")

@@ -8,9 +8,17 @@ from datetime import datetime
 from redis import Redis
 
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, iso_ms, to_utc
+from ddd_celery.kernel.lock import Lock
 from ddd_celery.redis.batches import pipelined
+from ddd_celery.redis.checkpoints import RedisJobCheckpoints
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
+from ddd_celery.redis.last_runs import RedisJobLastRuns
+from ddd_celery.redis.lock import RedisLock
+from ddd_celery.redis.occurrences import RedisOccurrenceStore, same_server
 from ddd_celery.redis.scripts import register
+from ddd_celery.scheduling.checkpoints import JobCheckpoints
+from ddd_celery.scheduling.last_runs import JobLastRuns
+from ddd_celery.scheduling.occurrence_store import OccurrenceStore
 from ddd_celery.scheduling.run_state import Claim, JobRunState
 
 
@@ -65,6 +73,34 @@ class RedisJobRunState(JobRunState):
             job: None if value is None else from_epoch_ms(int(value))
             for job, value in values.items()
         }
+
+    def occurrence_store(
+        self, lock: Lock, checkpoints: JobCheckpoints | None, last_runs: JobLastRuns | None
+    ) -> OccurrenceStore | None:
+        """One script per operation when the lock and the stores given are on this Redis.
+
+        ``RedisLock`` and, when given, ``RedisJobCheckpoints`` and ``RedisJobLastRuns`` whose
+        clients reach the same database; None for any other mix, which is then composed.
+        """
+        if not isinstance(lock, RedisLock) or not same_server(self._client, lock.client):
+            return None
+        if checkpoints is not None and not (
+            isinstance(checkpoints, RedisJobCheckpoints)
+            and same_server(self._client, checkpoints.client)
+        ):
+            return None
+        if last_runs is not None and not (
+            isinstance(last_runs, RedisJobLastRuns) and same_server(self._client, last_runs.client)
+        ):
+            return None
+        return RedisOccurrenceStore(
+            self._client,
+            clock=lock.clock,
+            lock_prefix=lock.prefix,
+            run_prefix=self._prefix,
+            checkpoint_prefix=None if checkpoints is None else checkpoints.prefix,
+            last_run_prefix=None if last_runs is None else last_runs.prefix,
+        )
 
 
 def _require_ttl(ttl_ms: int) -> None:

@@ -74,13 +74,20 @@ class RunRecorder:
         self._on_run = on_run
         self._last_runs = last_runs
 
-    def record(self, run: JobRun, error: BaseException | None = None) -> None:
-        """Log, count, keep and observe ``run``; never raises, so it cannot stop a scheduler."""
+    def record(
+        self, run: JobRun, error: BaseException | None = None, *, kept: bool = False
+    ) -> None:
+        """Log, count, keep and observe ``run``; never raises, so it cannot stop a scheduler.
+
+        ``kept``: the caller already wrote ``run`` to the last runs (a worker, with the end of
+        its run in one round trip), so it is not written again.
+        """
         message, level = LOG_LINES[run.outcome]
         if self._logger.isEnabledFor(level):
             self._guarded(run.job, lambda: self._logger.log(level, message, extra=log_fields(run)))
         self._guarded(run.job, lambda: self._count(run))
-        if self._last_runs is not None and run.outcome is not Outcome.SKIPPED_LOCKED:
+        keep = not kept and run.outcome is not Outcome.SKIPPED_LOCKED
+        if keep and self._last_runs is not None:
             self._keep(self._last_runs, run)
         if self._on_run is not None:
             on_run = self._on_run

@@ -12,9 +12,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.instants import to_utc
+
+if TYPE_CHECKING:
+    from ddd_celery.kernel.lock import Lock
+    from ddd_celery.scheduling.checkpoints import JobCheckpoints
+    from ddd_celery.scheduling.last_runs import JobLastRuns
+    from ddd_celery.scheduling.occurrence_store import OccurrenceStore
 
 
 class Claim(StrEnum):
@@ -66,6 +73,16 @@ class JobRunState(ABC):
         default asks ``running`` job by job. Raises when the store cannot be asked.
         """
         return {job: self.running(job) for job in jobs}
+
+    def occurrence_store(
+        self, lock: Lock, checkpoints: JobCheckpoints | None, last_runs: JobLastRuns | None
+    ) -> OccurrenceStore | None:
+        """A store that does an occurrence's I/O on this run state and these ports in one step.
+
+        None (this default) when it cannot combine them; ``occurrence_store()`` then composes
+        the ports one call after the other.
+        """
+        return None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,194 @@
+"""An occurrence's I/O on Redis in one round trip: beat's lock, checkpoint, claim and releases,
+the worker's last run and end of run, each one Lua script on the keys the separate stores use.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from redis import Redis
+
+from ddd_celery.kernel.clock import Clock
+from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
+from ddd_celery.kernel.lock import Lease, LockUnavailableError
+from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
+from ddd_celery.redis.scripts import register
+from ddd_celery.scheduling.last_runs import run_as_dict
+from ddd_celery.scheduling.occurrence_store import (
+    IN_THE_LOCK,
+    Beginning,
+    OccurrenceStore,
+    RunEnd,
+)
+from ddd_celery.scheduling.outcomes import JobRun
+from ddd_celery.scheduling.run_state import Claim
+
+BEGIN_BATCH = 250
+"""Occurrences one script begins at most: 10,000 due at once are forty scripts, none of which
+holds Redis for long."""
+
+_UNUSED = "ddd_celery:unused"
+"""The key name passed where a script reads no key (no lock, no checkpoint): never touched."""
+
+
+class RedisOccurrenceStore(OccurrenceStore):
+    """``RedisLock``, ``RedisJobRunState``, ``RedisJobCheckpoints`` and ``RedisJobLastRuns`` on
+    one Redis, their keys and prefixes unchanged, each operation one EVALSHA.
+
+    ``begin`` is ``lua/occurrence_begin.lua`` per ``BEGIN_BATCH`` occurrences (the releases
+    ride with the first), ``free`` is ``lua/occurrence_free.lua``, ``end`` is
+    ``lua/run_end.lua``. Built by ``RedisJobRunState.occurrence_store``. A script that cannot
+    be run fails every occurrence it held in the lock (``LockUnavailableError``): what it did is
+    unknown, and Redis runs a script whole or not at all.
+    """
+
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        clock: Clock,
+        lock_prefix: str,
+        run_prefix: str,
+        checkpoint_prefix: str | None,
+        last_run_prefix: str | None,
+    ) -> None:
+        self._client = client
+        self._clock = clock
+        self._lock_prefix = lock_prefix
+        self._run_prefix = run_prefix
+        self._checkpoint_prefix = checkpoint_prefix
+        self._last_run_prefix = last_run_prefix
+        self._begin_script = register(client, "occurrence_begin.lua")
+        self._free_script = register(client, "occurrence_free.lua")
+        self._end_script = register(client, "run_end.lua")
+
+    def begin(
+        self, beginnings: Sequence[Beginning], *, releasing: Sequence[Lease] = ()
+    ) -> list[Exception | None]:
+        released: list[Exception | None] = []
+        leases = list(releasing)
+        for start in range(0, max(len(beginnings), 1), BEGIN_BATCH):
+            batch = beginnings[start : start + BEGIN_BATCH]
+            released += self._begin(batch, leases)
+            leases = []
+        return released
+
+    def _begin(self, batch: Sequence[Beginning], releasing: list[Lease]) -> list[Exception | None]:
+        if not batch and not releasing:
+            return []
+        keys: list[str] = []
+        args: list[str | int] = [len(batch), len(releasing)]
+        tokens: list[str] = []
+        for beginning in batch:
+            token = uuid.uuid4().hex
+            tokens.append(token)
+            locked = beginning.lock_key is not None
+            if locked and beginning.lock_ttl_ms <= 0:
+                raise ValueError(
+                    f"a lock's time to live is a positive number of ms, not {beginning.lock_ttl_ms}"
+                )
+            if beginning.claim and beginning.run_ttl_ms <= 0:
+                raise ValueError(
+                    f"a run's time to live is a positive number of ms, not {beginning.run_ttl_ms}"
+                )
+            keys += [
+                self._lock_prefix + beginning.lock_key if beginning.lock_key else _UNUSED,
+                self._run_prefix + beginning.job,
+                _UNUSED
+                if self._checkpoint_prefix is None
+                else self._checkpoint_prefix + beginning.job,
+            ]
+            args += [
+                token,
+                beginning.lock_ttl_ms if locked else 0,
+                int(beginning.claim),
+                epoch_ms(to_utc(beginning.scheduled_at, "scheduled_at")),
+                int(beginning.queue),
+                beginning.run_ttl_ms,
+                int(self._checkpoint_prefix is not None),
+            ]
+            beginning.token = token
+            beginning.may_have_claimed = beginning.claim
+        keys += [self._lock_prefix + lease.key for lease in releasing]
+        args += [lease.token for lease in releasing]
+        asked_at = self._clock.now()
+        try:
+            with unavailable_as(LockUnavailableError, "begin the occurrences due"):
+                answers = self._begin_script(keys=keys, args=args)
+        except LockUnavailableError as error:
+            for beginning in batch:
+                beginning.error, beginning.failed_in = error, IN_THE_LOCK
+            return [error for _ in releasing]
+        for beginning, token, answer in zip(batch, tokens, answers, strict=False):
+            self._answered(beginning, token, _text(answer), asked_at)
+        return [None for _ in releasing]
+
+    def _answered(self, beginning: Beginning, token: str, answer: str, asked_at: datetime) -> None:
+        if answer == "held":
+            beginning.lock_held = True
+            beginning.may_have_claimed = False
+            return
+        if beginning.lock_key is not None:
+            expires = asked_at + timedelta(milliseconds=beginning.lock_ttl_ms)
+            beginning.lease = Lease(beginning.lock_key, token, expires)
+        beginning.checkpointed = self._checkpoint_prefix is not None
+        if answer != "taken":
+            beginning.claimed = Claim(answer)
+
+    def free(self, beginning: Beginning) -> datetime | None:
+        key, token = beginning.lock_key, beginning.token
+        if beginning.lease is not None:
+            token = beginning.lease.token
+        if key is not None and token is None:
+            return None  # never asked for the lock: no claim of this beat's to end
+        keys = [
+            _UNUSED if key is None else self._lock_prefix + key,
+            self._run_prefix + beginning.job,
+        ]
+        at = epoch_ms(to_utc(beginning.scheduled_at, "scheduled_at"))
+        args: list[str | int] = [token or "", int(key is not None), at]
+        with unavailable_as(StoreUnavailableError, f"free the run state of {beginning.job!r}"):
+            dropped = self._free_script(keys=keys, args=args)
+        return None if dropped is None else from_epoch_ms(dropped)
+
+    def end(
+        self, job: str, scheduled_at: datetime, *, ttl_ms: int, last_run: JobRun | None
+    ) -> RunEnd:
+        if ttl_ms <= 0:
+            raise ValueError(f"a run's time to live is a positive number of ms, not {ttl_ms}")
+        keep = last_run is not None and self._last_run_prefix is not None
+        record = (
+            json.dumps(run_as_dict(last_run), separators=(",", ":")) if keep and last_run else ""
+        )
+        keys = [
+            self._run_prefix + job,
+            _UNUSED if self._last_run_prefix is None else self._last_run_prefix + job,
+        ]
+        args: list[str | int] = [
+            epoch_ms(to_utc(scheduled_at, "scheduled_at")),
+            ttl_ms,
+            int(keep),
+            record,
+        ]
+        try:
+            with unavailable_as(StoreUnavailableError, f"end the run of {job!r}"):
+                promoted = self._end_script(keys=keys, args=args)
+        except StoreUnavailableError as error:
+            return RunEnd(None, error if keep else None, error)
+        return RunEnd(None if promoted is None else from_epoch_ms(promoted))
+
+
+def same_server(one: Redis, other: Redis) -> bool:
+    """Whether two clients reach the same Redis database, so one script may touch both's keys."""
+    if one is other or one.connection_pool is other.connection_pool:
+        return True
+    fields = ("host", "port", "db", "path", "username")
+    mine, theirs = one.connection_pool.connection_kwargs, other.connection_pool.connection_kwargs
+    return all(mine.get(name) == theirs.get(name) for name in fields)
+
+
+def _text(answer: object) -> str:
+    return answer.decode() if isinstance(answer, bytes) else str(answer)
