@@ -94,10 +94,16 @@ def wired(make_app: AppFactory, redis_client: Redis, redis_prefix: str) -> Itera
 
 
 @contextmanager
-def worker(app: Any) -> Iterator[TaskEnds]:
+def worker(app: Any, pool: str = "solo", concurrency: int = 1) -> Iterator[TaskEnds]:
     ends = TaskEnds(app)
     try:
-        with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING"):
+        with start_worker(
+            app,
+            pool=pool,
+            concurrency=concurrency,
+            perform_ping_check=False,
+            loglevel="WARNING",
+        ):
             yield ends
     finally:
         ends.close()
@@ -235,18 +241,23 @@ def test_an_attempt_past_its_timeout_is_aborted_by_the_watchdog_on_solo(wired: W
     assert [type(error).__name__ for error in wired.failures] == ["AttemptsExhaustedError"]
 
 
-def test_heartbeats_keep_the_lease_of_an_attempt_longer_than_it(wired: Wired) -> None:
+@pytest.mark.parametrize(("pool", "concurrency"), [("solo", 1), ("threads", 4)])
+def test_heartbeats_keep_the_leases_of_attempts_longer_than_them(
+    wired: Wired, pool: str, concurrency: int
+) -> None:
     queue = wired.registry.queue()
     expired = 0
-    with worker(wired.app):
-        job_id = queue.enqueue(LongJob, {})
+    with worker(wired.app, pool, concurrency):
+        ids = {queue.enqueue(LongJob, {}) for _ in range(concurrency)}
         assert wired.seen.started.wait(10)
-        while not wired.attempts.runs:  # the relay sweeps expired leases all along
+        # the relay sweeps expired leases all along
+        while len(wired.attempts.runs) < concurrency:
             expired += wired.registry.relay.run().expired
             time.sleep(0.1)
 
-    [run] = wired.attempts.runs
-    assert (run.job_id, run.attempt, run.status) == (job_id, 1, RunStatus.SUCCEEDED)
-    assert run.duration_ms > LEASE_MS
-    assert wired.seen.of("long") == [None]
+    runs = wired.attempts.runs
+    assert {run.job_id for run in runs} == ids
+    assert {(run.attempt, run.status) for run in runs} == {(1, RunStatus.SUCCEEDED)}
+    assert all(run.duration_ms > LEASE_MS for run in runs)
+    assert wired.seen.of("long") == [None] * concurrency
     assert expired == 0

@@ -23,6 +23,9 @@ from ddd_celery.background.store import JobLease, JobStore
 from ddd_celery.kernel.abort import AbortController
 from ddd_celery.kernel.clock import Clock
 
+_NEW_PROCESS = threading.Lock()
+"""Held while a process's first attempt sets its heartbeats up: threads may start at once."""
+
 OnError = Callable[[str, str, Exception], None]
 """Told ``(job, job_id, error)`` of a beat the store could not answer."""
 
@@ -85,8 +88,10 @@ class Heartbeats:
 
     def add(self, kept: KeptLease) -> None:
         if self._pid != os.getpid():  # a new process (forked): its own set and thread
-            self._pid, self._kept, self._mutex = os.getpid(), set(), threading.Lock()
-            self._thread = None
+            with _NEW_PROCESS:
+                if self._pid != os.getpid():
+                    self._kept, self._mutex, self._thread = set(), threading.Lock(), None
+                    self._pid = os.getpid()  # last: a thread seeing it finds the rest ready
         with self._mutex:
             self._kept.add(kept)
             if self._thread is None:
