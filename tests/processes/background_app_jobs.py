@@ -21,6 +21,7 @@ NOOP = "procbg.noop"
 FLAKY = "procbg.flaky"
 SLOW = "procbg.slow"
 RECORD = "procbg.record"
+OUTLIVE = "procbg.outlive"
 
 
 class Records:
@@ -101,4 +102,21 @@ class RecordJob:
         )
 
 
-JOBS = [NoopJob, FlakyJob, SlowJob, RecordJob]
+@background(OUTLIVE, timeout_ms=1_000, max_attempts=1)
+class OutliveJob:
+    """Sleeps 5 s, ignoring its signal, past its 1 s timeout; notes how long it really ran."""
+
+    def __init__(self, records: Records) -> None:
+        self._records = records
+
+    def run(self, payload: Any, execution: BackgroundJobExecution) -> None:
+        began = time.time()
+        try:
+            time.sleep(5)
+        finally:
+            self._records.push(
+                "seen", job=OUTLIVE, job_id=execution.job_id, what="ran", for_s=time.time() - began
+            )
+
+
+JOBS = [NoopJob, FlakyJob, SlowJob, RecordJob, OutliveJob]

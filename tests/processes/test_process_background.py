@@ -29,6 +29,7 @@ from background_app_jobs import (
     RECORD,
     FlakyJob,
     NoopJob,
+    OutliveJob,
     RecordJob,
     Records,
     SlowJob,
@@ -411,3 +412,19 @@ def test_a_worker_stopping_aborts_its_attempt_and_gives_the_job_back_uncounted(
     assert job is not None
     assert (job.status, job.attempts) == (JobStatus.QUEUED, 0), worker.output()
     assert "Background job released" in worker.output()
+
+
+def test_an_attempt_past_its_timeout_is_interrupted_on_prefork_and_fails_job_timeout(
+    bg: Background,
+) -> None:
+    bg.worker(pool="prefork", concurrency=1)
+    job_id = bg.queue.enqueue(OutliveJob, {})
+
+    wait_until(lambda: bg.status(job_id) is JobStatus.DEAD, 30, f"the job to time out\n{bg.logs()}")
+
+    job = bg.store.find(job_id, tenant_id=None)
+    assert job is not None
+    assert (job.last_error_code, job.last_error_type) == ("JOB_TIMEOUT", "JobTimeoutError")
+    # Celery's soft time limit interrupted the job's sleep: it did not run its 5 s
+    [ran] = bg.seen(job_id, "ran")
+    assert ran["for_s"] < 4.0
