@@ -23,12 +23,16 @@ def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = No
     ``producer`` is one the caller holds for a batch (the relay); otherwise Celery takes one from
     its pool for this message.
     """
+    kwargs = {JOB_ID: job_id}
     app.send_task(
         name,
-        kwargs={JOB_ID: job_id},
+        kwargs=kwargs,
         queue=queue,
         serializer="json",
         producer=producer,
+        # what events and logs show of the arguments, given: Celery's safe repr costs more
+        argsrepr="()",
+        kwargsrepr=repr(kwargs),
     )
 
 
