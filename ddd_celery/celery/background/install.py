@@ -66,8 +66,9 @@ def install_background_jobs(
     """Install the background jobs on a Celery app already given ``install_jobs``.
 
     - ``jobs``: the ``@background`` classes or their declarations (``collect_background_jobs``).
-    - ``store``: the ``JobStore`` every process shares (``RedisJobStore``): the record of each
-      job, which the queue adds to, the workers claim from and the relay publishes from.
+    - ``store``: the ``JobStore`` every process shares (``RedisJobStore``, ``SqlJobStore``): the
+      record of each job, which the queue adds to, the workers claim from and the relay
+      publishes from.
     - ``providers``: ``{PortType: factory}`` for each port a job's constructor takes, as for
       ``install_jobs``; a job needing a port nobody provides is refused now.
     - ``logger``, ``metrics``, ``on_run``: where each attempt is recorded.
@@ -88,7 +89,7 @@ def install_background_jobs(
     Refuses (before anything runs): an app without ``install_jobs`` or with background jobs
     already installed (``RuntimeError``), a pickle serializer (``ValueError``), a name given
     twice (``InvalidJobScheduleError``), a job whose port no provider gives
-    (``DeclarationError``), and a heartbeat not shorter than half the lease (``ValueError``).
+    (``DeclarationError``), and a heartbeat longer than half the lease (``ValueError``).
     """
     scheduled = getattr(app, ATTRIBUTE, None)  # not jobs_of: settings may come after install
     if not isinstance(scheduled, CeleryJobs):
