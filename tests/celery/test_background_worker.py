@@ -34,6 +34,7 @@ from celery_support import AppFactory, TaskEnds
 from redis import Redis
 
 from ddd_celery.background import JobStatus, RunStatus
+from ddd_celery.background.observability import COULD_NOT_FOLLOW
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.background import BackgroundJobs, install_background_jobs
 from ddd_celery.kernel import InMemoryLock, SystemClock
@@ -261,3 +262,18 @@ def test_heartbeats_keep_the_leases_of_attempts_longer_than_them(
     assert all(run.duration_ms > LEASE_MS for run in runs)
     assert wired.seen.of("long") == [None] * concurrency
     assert expired == 0
+
+
+def test_the_wake_up_of_a_job_this_worker_has_no_task_for_is_recorded_naming_it(
+    wired: Wired, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="ddd_celery.background")
+    with worker(wired.app):
+        wired.app.send_task("celerybg.not-here", kwargs={"job_id": "job-7"}, queue="celerybg")
+        wired.app.send_task("celerybg.not-a-job", kwargs={"other": 1}, queue="celerybg")
+        job_id = wired.registry.queue().enqueue(EchoJob, {"text": "next"})
+        wired.attempts.wait_for(1)
+
+    refusals = [r for r in caplog.records if r.getMessage() == COULD_NOT_FOLLOW]
+    assert [(r.job, r.job_id) for r in refusals] == [("celerybg.not-here", "job-7")]
+    assert wired.seen.of("echo") == [("next", job_id, 1)]

@@ -12,8 +12,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from celery.signals import worker_shutting_down
+from celery.signals import task_unknown, worker_shutting_down
 
+from ddd_celery.background.errors import UnknownBackgroundJobError
 from ddd_celery.background.observability import (
     DEFAULT_LOGGER,
     BackgroundRecorder,
@@ -23,6 +24,7 @@ from ddd_celery.background.rules import DEFAULT_LEASE_MS
 from ddd_celery.background.store import JobStore
 from ddd_celery.celery.app import _route, refuse_pickle
 from ddd_celery.celery.background.lease import Heartbeats
+from ddd_celery.celery.background.message import read_job_id
 from ddd_celery.celery.background.registry import (
     BACKGROUND_ATTRIBUTE,
     BackgroundJobs,
@@ -151,6 +153,7 @@ def install_background_jobs(
         register_background_task(app, declaration)
     _route(app.conf, {name: declaration.queue for name, declaration in declared.items()})
     _abort_on_shutdown(registry)
+    _record_unknown_tasks(registry)
     setattr(app, BACKGROUND_ATTRIBUTE, registry)
     return registry
 
@@ -185,3 +188,29 @@ def _declarations(
             )
         declarations[declaration.name] = declaration
     return declarations
+
+
+def _record_unknown_tasks(registry: BackgroundJobs) -> None:
+    """Record the wake-up of a job this worker has no task for, as a refusal of the job.
+
+    Celery discards such a message with its own error line; this one names the job and its
+    id. The job stays in the store, and the relay publishes it again after
+    ``redispatch_after_ms``, for a worker that has it.
+    """
+
+    def on_unknown(sender: Any = None, message: Any = None, name: str = "", **_: Any) -> None:
+        if getattr(sender, "app", None) is not registry.app:
+            return
+        try:
+            _args, kwargs, _embed = message.decode()
+            job_id = read_job_id((), kwargs)
+        except Exception:  # not a background job's wake-up: Celery's own line says it all
+            return
+        error = UnknownBackgroundJobError(f"no task of this worker is named {name!r}", job=name)
+        registry.recorder.could_not_follow(
+            name, job_id, error, what="run the job: this worker has no task of its name"
+        )
+
+    task_unknown.connect(
+        on_unknown, weak=False, dispatch_uid=f"ddd_celery.background.unknown:{id(registry)}"
+    )
