@@ -500,12 +500,13 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         if not tasks:
             return
         if len(tasks) == 1:
-            if self._send(tasks[0], None):
+            if self._send(tasks[0], None, None):
                 sent.add(id(tasks[0].occurrence))
             return
         try:
             with self.app.producer_or_acquire() as producer, publish_batch(producer, len(tasks)):
-                published = [item for item in tasks if self._send(item, producer)]
+                declared: set[str | None] = set()
+                published = [item for item in tasks if self._send(item, producer, declared)]
         except Exception as error:
             for item in tasks:
                 if item.occurrence.outcome is None:
@@ -516,21 +517,29 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
     def _next_id(self) -> str:
         return self._registry().ids.next_id()
 
-    def _send(self, item: _Sending, producer: Any) -> bool:
+    def _send(self, item: _Sending, producer: Any, declared: set[str | None] | None) -> bool:
         """Publish the task; a publish that fails is recorded ``failed`` and frees the run state.
 
         The message expires with the lock: run later than that, another beat could have sent
         the same occurrence again. True once published (or put in the producer's batch).
+
+        ``declared``: the queues a message of this batch already declared, so the others of the
+        batch skip kombu's declaration (its cached check costs a third of a publish).
         """
         job, at = item.job, item.occurrence.scheduled_at
         item.correlation_id = correlation_id = self._next_id()
-        logger.info(
-            "Scheduler: Sending due task %s (%s) of %s", job.name, job.task_name, iso_ms(at)
-        )
-        held = {} if producer is None else {"producer": producer}
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                "Scheduler: Sending due task %s (%s) of %s", job.name, job.task_name, iso_ms(at)
+            )
+        options: dict[str, Any] = {} if producer is None else {"producer": producer}
         try:
             with send_span(job.name, at, correlation_id) as headers:
                 if job.declared:
+                    if declared is not None:
+                        if job.queue in declared:
+                            options["declare"] = []
+                        declared.add(job.queue)
                     self.app.send_task(
                         job.task_name,
                         kwargs=OccurrenceMessage(at, correlation_id).to_kwargs(),
@@ -538,7 +547,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                         expires=item.expires,
                         serializer="json",
                         headers=headers,
-                        **held,
+                        **options,
                     )
                 else:
                     self._send_entry(job, headers, producer)

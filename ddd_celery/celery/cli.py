@@ -255,13 +255,15 @@ def _listed(registry: CeleryJobs, job: CeleryJob, now: datetime, known: _Known) 
     running, running_data = _running(registry, job, known)
     handled, handled_data = _last_handled(registry, job, known)
     outcome, outcome_data = _last_outcome(registry, job, known)
+    next_utc = None if at is None else iso_ms(at)
+    next_local = None if at is None else local_time(at, zone)
     row = (
         job.name,
         job.schedule.description,
         "yes" if enabled else "no",
         job.queue or ("(runs in beat)" if job.inline is not None else "(task's own)"),
-        NEVER_BY_TIME if at is None else iso_ms(at),
-        NEVER_BY_TIME if at is None else local_time(at, zone),
+        next_utc or NEVER_BY_TIME,
+        next_local or NEVER_BY_TIME,
         running,
         handled,
         outcome,
@@ -272,8 +274,8 @@ def _listed(registry: CeleryJobs, job: CeleryJob, now: datetime, known: _Known) 
         "time_zone": str(zone),
         "enabled": enabled,
         "queue": job.queue,
-        "next_run_at": None if at is None else iso_ms(at),
-        "next_run_local": None if at is None else local_time(at, zone),
+        "next_run_at": next_utc,
+        "next_run_local": next_local,
         "running": running_data,
         "last_handled": handled_data,
         "last_outcome": outcome_data,
@@ -334,10 +336,13 @@ def _why(error: BaseException) -> str:
 
 
 def _table(rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        click.echo("  ".join(cells).rstrip())
+    """The rows in aligned columns, written at once: ten thousand jobs are one write."""
+    widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
+    lines = (
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+    click.echo("\n".join(lines))
 
 
 def _no_jobs(ctx: click.Context) -> str:

@@ -1,41 +1,33 @@
-"""Reading one key per job in pipelined batches: one round trip per ``BATCH`` jobs, not per job."""
+"""Reading one key per job in batches: one command per ``BATCH`` jobs, not one per job."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from redis import Redis
-from redis.client import Pipeline
+from redis.commands.core import Script
 
 BATCH = 1_000
-"""Commands per pipeline: large enough that 10,000 jobs cost ten round trips, small enough that
-no reply holds Redis (or this process's memory) for long."""
+"""Keys per command: 10,000 jobs cost ten round trips, and no reply holds Redis for long."""
 
 
-def pipelined(
-    client: Redis, names: Iterable[str], command: Callable[[Pipeline, str], object]
+def read_many(
+    client: Redis, keys: Iterable[str], *, field: str | None = None, script: Script | None = None
 ) -> dict[str, Any]:
-    """Send ``command(pipeline, name)`` for each name, ``BATCH`` per round trip; the replies.
+    """Each key's value (``MGET``) or the ``field`` of each hash (``script``, ``hget_many.lua``).
 
-    Raises what redis-py raises; the caller turns it into its store's error.
+    Keyed by the key as given, duplicates read once. Raises what redis-py raises; the caller
+    turns it into its store's error.
     """
-    replies: dict[str, Any] = {}
-    batch: list[str] = []
-    for name in dict.fromkeys(names):
-        batch.append(name)
-        if len(batch) == BATCH:
-            replies.update(_send(client, batch, command))
-            batch = []
-    if batch:
-        replies.update(_send(client, batch, command))
-    return replies
-
-
-def _send(
-    client: Redis, names: list[str], command: Callable[[Pipeline, str], object]
-) -> dict[str, Any]:
-    with client.pipeline(transaction=False) as pipeline:
-        for name in names:
-            command(pipeline, name)
-        return dict(zip(names, pipeline.execute(), strict=True))
+    names = list(dict.fromkeys(keys))
+    values: dict[str, Any] = {}
+    for start in range(0, len(names), BATCH):
+        batch = names[start : start + BATCH]
+        if field is None:
+            replies = client.mget(batch)
+        else:
+            assert script is not None  # a hash field is read by the script
+            replies = script(keys=batch, args=[field])
+        values.update(zip(batch, replies, strict=True))
+    return values

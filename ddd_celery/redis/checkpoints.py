@@ -8,7 +8,7 @@ from datetime import datetime
 from redis import Redis
 
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
-from ddd_celery.redis.batches import pipelined
+from ddd_celery.redis.batches import read_many
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.scripts import register
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
@@ -19,9 +19,9 @@ class RedisJobCheckpoints(JobCheckpoints):
 
     The key never expires: it is what crosses a restart. A read is one GET; a write is one
     EVALSHA of ``lua/checkpoint_write.lua``, which compares and sets atomically, so two beats
-    writing at once keep the later instant. ``read_many`` is one pipeline of GETs per thousand
-    jobs. Instants are kept to the millisecond. Raises
-    ``StoreUnavailableError`` when Redis cannot be asked.
+    writing at once keep the later instant. ``read_many`` is one MGET per thousand jobs.
+    Instants are kept to the millisecond. Raises ``StoreUnavailableError`` when Redis cannot be
+    asked.
     """
 
     def __init__(self, client: Redis, *, prefix: str = "ddd_celery:checkpoint:") -> None:
@@ -46,10 +46,11 @@ class RedisJobCheckpoints(JobCheckpoints):
 
     def read_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
         with unavailable_as(StoreUnavailableError, "read the checkpoints"):
-            values = pipelined(self._client, jobs, lambda pipe, job: pipe.get(self._prefix + job))
+            names = {self._prefix + job: job for job in jobs}
+            values = read_many(self._client, names)
         return {
-            job: None if value is None else from_epoch_ms(int(value))
-            for job, value in values.items()
+            names[key]: None if value is None else from_epoch_ms(int(value))
+            for key, value in values.items()
         }
 
     def write(self, job: str, handled: datetime) -> None:

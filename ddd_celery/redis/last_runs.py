@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from redis import Redis
 
 from ddd_celery.kernel.instants import epoch_ms
-from ddd_celery.redis.batches import pipelined
+from ddd_celery.redis.batches import read_many
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.scripts import register
 from ddd_celery.scheduling.last_runs import JobLastRuns, run_as_dict, run_from_dict
@@ -20,14 +20,15 @@ class RedisJobLastRuns(JobLastRuns):
 
     A write is one EVALSHA of ``lua/last_run_write.lua``, which compares and sets atomically,
     so writers racing keep the latest occurrence; occurrences are compared to the millisecond.
-    A read is one HGET, ``read_many`` one pipeline of HGETs per thousand jobs. The key never
-    expires. Raises ``StoreUnavailableError`` when Redis cannot be asked.
+    A read is one HGET, ``read_many`` one script per thousand jobs (``lua/hget_many.lua``). The
+    key never expires. Raises ``StoreUnavailableError`` when Redis cannot be asked.
     """
 
     def __init__(self, client: Redis, *, prefix: str = "ddd_celery:last-run:") -> None:
         self._client = client
         self._prefix = prefix
         self._write = register(client, "last_run_write.lua")
+        self._hget_many = register(client, "hget_many.lua")
 
     @property
     def client(self) -> Redis:
@@ -52,10 +53,9 @@ class RedisJobLastRuns(JobLastRuns):
 
     def read_many(self, jobs: Iterable[str]) -> dict[str, JobRun | None]:
         with unavailable_as(StoreUnavailableError, "read the last runs"):
-            values = pipelined(
-                self._client, jobs, lambda pipe, job: pipe.hget(self._prefix + job, "run")
-            )
+            names = {self._prefix + job: job for job in jobs}
+            values = read_many(self._client, names, field="run", script=self._hget_many)
         return {
-            job: None if value is None else run_from_dict(json.loads(value))
-            for job, value in values.items()
+            names[key]: None if value is None else run_from_dict(json.loads(value))
+            for key, value in values.items()
         }

@@ -9,7 +9,7 @@ from redis import Redis
 
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, iso_ms, to_utc
 from ddd_celery.kernel.lock import Lock
-from ddd_celery.redis.batches import pipelined
+from ddd_celery.redis.batches import read_many
 from ddd_celery.redis.checkpoints import RedisJobCheckpoints
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.last_runs import RedisJobLastRuns
@@ -29,8 +29,8 @@ class RedisJobRunState(JobRunState):
     behind it, both in epoch ms; the hash expires (PEXPIRE) with the run's time to live, on
     Redis's clock. ``claim``, ``finish`` and ``drop_queued`` are each one EVALSHA of a script
     in ``lua/``, so each is atomic for the job; ``running`` is one HGET, ``running_many`` one
-    pipeline of HGETs per thousand jobs. Instants are kept to the millisecond. Raises
-    ``StoreUnavailableError`` when Redis cannot be asked.
+    script per thousand jobs (``lua/hget_many.lua``). Instants are kept to the millisecond.
+    Raises ``StoreUnavailableError`` when Redis cannot be asked.
     """
 
     def __init__(self, client: Redis, *, prefix: str = "ddd_celery:run:") -> None:
@@ -39,6 +39,7 @@ class RedisJobRunState(JobRunState):
         self._claim = register(client, "run_claim.lua")
         self._finish = register(client, "run_finish.lua")
         self._drop_queued = register(client, "run_drop_queued.lua")
+        self._hget_many = register(client, "hget_many.lua")
 
     def claim(self, job: str, scheduled_at: datetime, *, queue: bool, ttl_ms: int) -> Claim:
         at = epoch_ms(to_utc(scheduled_at, "scheduled_at"))
@@ -66,12 +67,11 @@ class RedisJobRunState(JobRunState):
 
     def running_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
         with unavailable_as(StoreUnavailableError, "read the runs in progress"):
-            values = pipelined(
-                self._client, jobs, lambda pipe, job: pipe.hget(self._prefix + job, "running")
-            )
+            names = {self._prefix + job: job for job in jobs}
+            values = read_many(self._client, names, field="running", script=self._hget_many)
         return {
-            job: None if value is None else from_epoch_ms(int(value))
-            for job, value in values.items()
+            names[key]: None if value is None else from_epoch_ms(int(value))
+            for key, value in values.items()
         }
 
     def occurrence_store(

@@ -1,0 +1,693 @@
+"""Each row of issue 13 side by side with its peer or floor, in one run, on the real Redis.
+
+Every side of a row runs in the same run, one after the other and ``--repeats`` times
+alternating; figures are medians of the repeats, and the ratios are what counts on a shared
+machine. The app is wired as the README says (Redis broker, ``ddd_celery_key_prefix``: the lock,
+run state, checkpoints and last runs on the broker's Redis), every key under a prefix of the
+run, deleted at the end.
+
+1. One occurrence published by beat (``tick()`` on a fixed clock, a job of every second, its
+   previous run ended in between, leases released as in a steady state) against the same
+   publish alone (``send_task``); Redis round trips of the stores counted on the connection.
+2. What the lock adds: the store's ``begin`` of one occurrence with a lock only, against one
+   ``SET NX PX``.
+3. p99 from an instant to its publish, 100 jobs of every second due together, one beat on the
+   real clock for ``--seconds``: a message counts as published when the producer's batch is
+   flushed, not when ``send_task`` returns.
+4. ``celery jobs list`` at 10,000 jobs whose stores hold a record for each, beyond importing the
+   app, against the floor of one read per job and store (what it did before).
+5. Beat's set-up at 10,000 jobs with a checkpoint each, against Celery's ``PersistentScheduler``
+   holding the same number of ``beat_schedule`` entries.
+6. Worker: ``--tasks`` occurrence messages of a no-op job, published first, then a real
+   ``celery worker`` (solo, prefork -c 2) runs them; the same with ``timeout_ms``; a plain
+   Celery task doing the same work (one INCR). Time from the first task's INCR to the last's.
+7. A burst: ``--burst`` jobs on ``* * * * *`` due at the same minute, real ``celery beat``
+   processes (``python -m celery beat``) publishing to Redis: ours with one beat and with two
+   sharing the lock, Celery's stock beat and redbeat with the same entries. Instant to the last
+   publish (the queue's length polled every 10 ms, at most 60 s), messages sent twice, and the
+   beat's peak RSS (VmHWM).
+
+This file is also the app the beats and workers run (``celery -A bench_round_trips``),
+configured by ``BENCH_PREFIX``, ``BENCH_JOBS`` and ``BENCH_KIND``.
+
+    python bench/bench_round_trips.py [--repeats 3] [--tasks 2000] [--burst 10000] [--only 1,2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+from celery import Celery
+from celery.beat import PersistentScheduler
+from celery.schedules import crontab
+from redis import ConnectionPool, Redis
+from redis.connection import Connection
+
+import ddd_celery.celery.beat as beat_module
+from ddd_celery.celery import install_jobs
+from ddd_celery.celery.beat import JobBeatScheduler
+from ddd_celery.celery.cli import list_jobs
+from ddd_celery.celery.message import OccurrenceMessage
+from ddd_celery.celery.registry import jobs_of
+from ddd_celery.declarations import ScheduledJobDeclaration, parse_job_schedule
+from ddd_celery.kernel.clock import Clock, FixedClock, SystemClock
+from ddd_celery.scheduling.instants import latest_occurrence
+from ddd_celery.scheduling.occurrence_store import Beginning
+from ddd_celery.scheduling.outcomes import JobRun, Outcome
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+PREFIX = os.environ.get("BENCH_PREFIX") or f"bench:rt:{uuid.uuid4().hex[:8]}:"
+JOBS = int(os.environ.get("BENCH_JOBS") or 0)
+KIND = os.environ.get("BENCH_KIND") or "ours"
+QUEUE = "benchrt"
+HERE = Path(__file__).parent
+LATE_AFTER_MS = 5_000
+"""Short enough for leases to be released within a run, as in a steady state."""
+
+redis = Redis.from_url(REDIS_URL, socket_timeout=5.0)
+
+
+class CountingConnection(Connection):
+    """Counts what it sends to Redis: one packed send is one round trip (a pipeline included)."""
+
+    sent: ClassVar[int] = 0
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        CountingConnection.sent += 1
+        super().send_packed_command(command, check_health)
+
+
+def count() -> None:
+    """The work of every task of section 6: one INCR; the first and the last note when."""
+    done = redis.incr(f"{PREFIX}done")
+    if done == 1:
+        redis.set(f"{PREFIX}first", time.time())
+    redis.set(f"{PREFIX}last", time.time())
+
+
+class NoopJob:
+    def run(self, execution: object) -> None:
+        count()
+
+
+class IdleJob:
+    """A job beat sends in sections 1 to 5 and 7; it never runs there."""
+
+    def run(self, execution: object) -> None:
+        return None
+
+
+def declarations(count_: int, schedule: dict[str, Any]) -> list[Any]:
+    """``count_`` jobs of the context ``benchrt``, so their tasks go to the queue ``benchrt``."""
+    parsed = parse_job_schedule(schedule)
+    return [
+        ScheduledJobDeclaration(f"{QUEUE}.job-{number}", QUEUE, parsed, IdleJob)
+        for number in range(count_)
+    ]
+
+
+def new_app(name: str, *, client: Redis | None = None, **conf: Any) -> Celery:
+    app = Celery(name, broker=REDIS_URL, set_as_current=False)
+    app.conf.update(
+        broker_transport_options={"global_keyprefix": PREFIX},
+        broker_connection_retry_on_startup=True,
+        task_default_queue=QUEUE,
+        worker_hijack_root_logger=False,
+        beat_enable_remote_control=False,
+        timezone="UTC",
+        ddd_celery_key_prefix=f"{PREFIX}ddd:",
+        ddd_celery_late_after_ms=LATE_AFTER_MS,
+        **conf,
+    )
+    return app
+
+
+def wired(
+    app: Celery, jobs: list[Any], *, clock: Clock | None = None, client: Redis | None = None
+) -> Any:
+    """``install_jobs`` as the README wires it; with ``client``, the same stores on that client."""
+    stores: dict[str, Any] = {}
+    if client is not None:
+        from ddd_celery.redis import (  # noqa: PLC0415
+            RedisJobCheckpoints,
+            RedisJobLastRuns,
+            RedisJobRunState,
+            RedisLock,
+        )
+
+        prefix = f"{PREFIX}ddd:"
+        stores = {
+            "lock": RedisLock(client, prefix=prefix, clock=clock or SystemClock()),
+            "run_state": RedisJobRunState(client, prefix=f"{prefix}run:"),
+            "checkpoints": RedisJobCheckpoints(client, prefix=f"{prefix}checkpoint:"),
+            "last_runs": RedisJobLastRuns(client, prefix=f"{prefix}last-run:"),
+        }
+    return install_jobs(app, jobs=jobs, environ={}, start=True, clock=clock, **stores)
+
+
+# --- the app the subprocesses run ------------------------------------------------------------
+
+app = new_app("bench_round_trips")
+if KIND == "ours":
+    if JOBS:
+        wired(app, declarations(JOBS, {"cron": "* * * * *"}))
+    else:
+        wired(
+            app,
+            [
+                ScheduledJobDeclaration(
+                    f"{QUEUE}.noop", QUEUE, parse_job_schedule({"every": "1s"}), NoopJob
+                ),
+                ScheduledJobDeclaration(
+                    f"{QUEUE}.noop-timeout",
+                    QUEUE,
+                    parse_job_schedule({"every": "1s", "timeout_ms": 60_000}),
+                    NoopJob,
+                ),
+            ],
+        )
+else:
+    app.conf.beat_schedule = {
+        f"bench.entry-{number}": {
+            "task": "benchrt.plain",
+            "schedule": crontab(),
+            "options": {"queue": QUEUE},
+        }
+        for number in range(JOBS)
+    }
+    app.conf.update(redbeat_redis_url=REDIS_URL, redbeat_key_prefix=f"{PREFIX}redbeat:")
+
+
+@app.task(name="benchrt.plain", ignore_result=True, serializer="json")
+def plain_task() -> None:
+    count()
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def progress(text: str) -> None:
+    print(f"\r{text:<78}", end="", file=sys.stderr, flush=True)
+
+
+def reset() -> None:
+    for key in redis.scan_iter(match=f"{PREFIX}*", count=1000):
+        redis.delete(key)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def timed_us(call: Callable[[], object], calls: int) -> list[float]:
+    call()
+    spent = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        call()
+        spent.append((time.perf_counter() - start) * 1e6)
+    return spent
+
+
+# --- 1 and 2. one occurrence ----------------------------------------------------------------
+
+
+def one_occurrence(calls: int) -> dict[str, float]:
+    """p50 µs of one occurrence through beat and of its publish alone; store round trips."""
+    reset()
+    pool = ConnectionPool.from_url(REDIS_URL, connection_class=CountingConnection)
+    client = Redis(connection_pool=pool)
+    start = datetime(2026, 3, 2, 6, 0, tzinfo=UTC)
+    clock = FixedClock(start)
+    beat_app = new_app(f"bench-one-{uuid.uuid4().hex[:6]}")
+    registry = wired(beat_app, declarations(1, {"every": "1s"}), clock=clock, client=client)
+    scheduler = JobBeatScheduler(app=beat_app)
+    name = f"{QUEUE}.job-0"
+    task = registry.job(name).task_name
+
+    def one_tick() -> None:
+        clock.advance(1000)
+        scheduler.tick()
+
+    def finish() -> None:
+        registry.run_state.finish(name, clock.now(), ttl_ms=60_000)
+
+    for _ in range(LATE_AFTER_MS // 1000 + 2):  # leases are released from now on
+        one_tick()
+        finish()
+
+    def publish_alone() -> None:
+        at = clock.now()
+        beat_app.send_task(
+            task,
+            kwargs=OccurrenceMessage(at, "c0ffee").to_kwargs(),
+            queue=QUEUE,
+            expires=at + timedelta(minutes=15),
+            serializer="json",
+            headers={},
+        )
+
+    publish_alone()
+    # Alternating, so that load from elsewhere falls on both sides alike.
+    beat_us, publish_us, round_trips = [], [], []
+    for _ in range(calls):
+        before = CountingConnection.sent
+        began = time.perf_counter()
+        one_tick()
+        beat_us.append((time.perf_counter() - began) * 1e6)
+        round_trips.append(CountingConnection.sent - before)
+        finish()
+        began = time.perf_counter()
+        publish_alone()
+        publish_us.append((time.perf_counter() - began) * 1e6)
+    at = clock.now()
+    store = registry.occurrences()
+    key = f"{PREFIX}lock-alone"
+
+    def begin_lock_only() -> None:
+        store.begin([Beginning(name, at, f"job:{uuid.uuid4().hex}", 60_000, False, False, 60_000)])
+
+    lock_us = timed_us(begin_lock_only, calls)
+    set_us = timed_us(
+        lambda: client.set(f"{key}:{uuid.uuid4().hex}", "token", nx=True, px=60_000), calls
+    )
+    scheduler.close()
+    reset()
+    return {
+        "beat_us": median(beat_us),
+        "publish_us": median(publish_us),
+        "round_trips": statistics.fmean(round_trips),
+        "lock_us": median(lock_us),
+        "set_us": median(set_us),
+    }
+
+
+# --- 3. 100 jobs due together on the real clock --------------------------------------------
+
+
+def due_together(jobs: int, seconds: float) -> list[float]:
+    """Delays in ms from each instant to the flush of the batch that published it."""
+    reset()
+    beat_app = new_app(f"bench-together-{uuid.uuid4().hex[:6]}")
+    registry = wired(beat_app, declarations(jobs, {"every": "1s"}))
+    scheduler = JobBeatScheduler(app=beat_app)
+    sent: list[str] = []
+    delays: list[float] = []
+    publish = beat_app.send_task
+
+    def send_task(name: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append(kwargs["kwargs"]["scheduled_at"])
+        return publish(name, *args, **kwargs)
+
+    beat_app.send_task = send_task
+    batch = beat_module.publish_batch
+
+    @contextlib.contextmanager
+    def timed_batch(producer: Any, size: int) -> Iterator[object]:
+        with batch(producer, size) as opened:
+            yield opened
+        flushed = time.time()
+        delays.extend((flushed - datetime.fromisoformat(at).timestamp()) * 1000 for at in sent)
+        sent.clear()
+
+    beat_module.publish_batch = timed_batch  # type: ignore[assignment]
+    stop_at = time.time() + seconds
+    try:
+        while time.time() < stop_at:
+            time.sleep(scheduler.tick())
+            if sent:  # one publish alone: no batch
+                now = time.time()
+                delays.extend((now - datetime.fromisoformat(at).timestamp()) * 1000 for at in sent)
+                sent.clear()
+            with redis.pipeline(transaction=False) as pipe:
+                for job in registry.jobs:
+                    pipe.delete(f"{PREFIX}ddd:run:{job}")  # the runs end at once
+                pipe.execute()
+    finally:
+        beat_module.publish_batch = batch  # type: ignore[assignment]
+        scheduler.close()
+        reset()
+    return delays[jobs:]  # the first instant pays for connecting to the broker
+
+
+# --- 4 and 5. reads at 10,000 jobs ----------------------------------------------------------
+
+
+def reads(jobs: int) -> dict[str, float]:
+    reset()
+    list_app = new_app(f"bench-list-{uuid.uuid4().hex[:6]}")
+    registry = wired(list_app, declarations(jobs, {"cron": "0 7 * * 1-5"}))
+    registry = jobs_of(list_app)
+    # Each job's checkpoint is its latest instant: a beat restarted after a short stop.
+    now = datetime.now(UTC)
+    schedule = next(iter(registry.jobs.values())).schedule
+    at = latest_occurrence(schedule, after=now - timedelta(days=8), not_after=now)
+    assert at is not None
+    for name in registry.jobs:
+        registry.checkpoints.write(name, at)
+        registry.last_runs.write(
+            JobRun(
+                job=name,
+                scheduled_at=at,
+                outcome=Outcome.SUCCEEDED,
+                context=QUEUE,
+                started_at=at,
+                duration_ms=1.0,
+            )
+        )
+    output = io.StringIO()
+
+    def listing() -> None:
+        with contextlib.redirect_stdout(output):
+            list_jobs.main([], obj=SimpleNamespace(app=list_app), standalone_mode=False)
+        output.truncate(0)
+
+    def one_read_each() -> None:
+        for name in registry.jobs:
+            registry.run_state.running(name)
+            registry.checkpoints.read(name)
+            registry.last_runs.read(name)
+
+    def ours_setup() -> None:
+        JobBeatScheduler(app=list_app).close()
+
+    with tempfile.TemporaryDirectory() as directory:
+        stock_app = Celery(f"bench-stock-{uuid.uuid4().hex[:6]}", broker="memory://")
+        stock_app.conf.update(
+            timezone="UTC",
+            beat_schedule={
+                f"bench.entry-{number}": {"task": "benchrt.plain", "schedule": crontab()}
+                for number in range(jobs)
+            },
+        )
+
+        def stock_setup() -> None:
+            path = Path(directory) / f"schedule-{uuid.uuid4().hex}"
+            PersistentScheduler(app=stock_app, schedule_filename=str(path)).close()
+
+        figures = {
+            "list_s": _seconds(listing),
+            "one_read_each_s": _seconds(one_read_each),
+            "setup_s": _seconds(ours_setup),
+            "stock_setup_s": _seconds(stock_setup),
+        }
+    reset()
+    return figures
+
+
+def _seconds(call: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+# --- 6. worker ------------------------------------------------------------------------------
+
+
+def worker_cost(pool: str, concurrency: int, tasks: int, publish: Callable[[], object]) -> float:
+    """µs per task of a real worker process on ``tasks`` messages published beforehand."""
+    reset()
+    for _ in range(tasks):
+        publish()
+    worker = subprocess.Popen(
+        [
+            sys.executable, "-m", "celery", "-A", "bench_round_trips", "worker",
+            "-P", pool, "-c", str(concurrency), "-Q", QUEUE, "-l", "WARNING",
+            "--without-mingle", "--without-gossip", "--without-heartbeat",
+        ],
+        cwd=HERE, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while int(redis.get(f"{PREFIX}done") or 0) < tasks:
+            if time.monotonic() > deadline or worker.poll() is not None:
+                raise RuntimeError(f"the {pool} worker did not run {tasks} tasks")
+            time.sleep(0.05)
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    first, last = float(redis.get(f"{PREFIX}first") or 0), float(redis.get(f"{PREFIX}last") or 0)
+    return (last - first) / (tasks - 1) * 1e6
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "BENCH_PREFIX": PREFIX,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        **extra,
+    }
+
+
+def worker_costs(tasks: int, repeats: int) -> list[tuple[str, float, float, float]]:
+    registry = jobs_of(app)
+    at = datetime.fromtimestamp(int(time.time()) - 1, UTC)
+
+    def occurrence(name: str) -> Callable[[], object]:
+        task = registry.job(name).task_name
+        kwargs = OccurrenceMessage(at, "c0ffee").to_kwargs()
+        return lambda: app.send_task(task, kwargs=kwargs, queue=QUEUE, serializer="json")
+
+    rows = []
+    for pool, concurrency in (("solo", 1), ("prefork", 2)):
+        ours, timed, plain = [], [], []
+        for repeat in range(repeats):
+            progress(f"6. {pool}, repeat {repeat + 1}/{repeats}")
+            ours.append(worker_cost(pool, concurrency, tasks, occurrence(f"{QUEUE}.noop")))
+            timed.append(worker_cost(pool, concurrency, tasks, occurrence(f"{QUEUE}.noop-timeout")))
+            plain.append(worker_cost(pool, concurrency, tasks, plain_task.apply_async))
+        rows.append((f"{pool} -c {concurrency}", median(ours), median(timed), median(plain)))
+    return rows
+
+
+# --- 7. the burst ---------------------------------------------------------------------------
+
+
+def burst(kind: str, beats: int, jobs: int) -> dict[str, float]:
+    """Real beats on ``jobs`` every-minute entries; instant to last publish at a minute."""
+    reset()
+    now = time.time()
+    boundary = (int(now) // 60 + 1) * 60
+    if boundary - now < 25:  # time for the beats to start and set up
+        boundary += 60
+    time.sleep(max(0.0, boundary - 32 - time.time()))
+    scheduler = {
+        "ours": "ddd_celery.celery.beat:JobBeatScheduler",
+        "stock": "celery.beat:PersistentScheduler",
+        "redbeat": "redbeat.RedBeatScheduler",
+    }[kind]
+    directory = tempfile.mkdtemp()
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "bench_round_trips",
+                "beat",
+                "-S",
+                scheduler,
+                "-l",
+                "WARNING",
+                "-s",
+                str(Path(directory) / f"s{index}"),
+            ],
+            cwd=HERE,
+            env=_env(BENCH_JOBS=str(jobs), BENCH_KIND=kind),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        for index in range(beats)
+    ]
+    queue = f"{PREFIX}{QUEUE}"
+    last_count, last_at = 0, float(boundary)
+    peak_rss = 0.0
+    try:
+        time.sleep(max(0.0, boundary - time.time()))
+        while time.time() < boundary + 60:
+            length = int(redis.llen(queue))
+            if length != last_count:
+                last_count, last_at = length, time.time()
+            if length >= jobs * 1 and length == last_count and time.time() - last_at > 2:
+                break
+            time.sleep(0.01)
+        for process in processes:
+            peak_rss = max(peak_rss, _peak_rss_mib(process.pid))
+        sent = Counter(_occurrence_of(raw) for raw in redis.lrange(queue, 0, -1))
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(30)
+        reset()
+    elapsed = max(last_at - boundary, 1e-6)
+    return {
+        "published": float(last_count),
+        "distinct": float(len(sent)),
+        "twice": float(sum(times - 1 for times in sent.values())),
+        "seconds": elapsed,
+        "rate": len(sent) / elapsed,
+        "rss_mib": peak_rss,
+    }
+
+
+def _occurrence_of(raw: bytes) -> tuple[str, str, str]:
+    """What one publish stands for: the task, the beat entry, the occurrence it carries.
+
+    Ours carry their instant (``scheduled_at``); a stock or redbeat entry is sent once per
+    minute, so its task and entry name it.
+    """
+    message = json.loads(raw)
+    headers = message["headers"]
+    _, kwargs, _ = json.loads(base64.b64decode(message["body"]))
+    return (
+        str(headers.get("task")),
+        str(headers.get("periodic_task_name")),
+        json.dumps(kwargs, sort_keys=True),
+    )
+
+
+def _peak_rss_mib(pid: int) -> float:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+# --- the report -----------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=2_000)
+    parser.add_argument("--tasks", type=int, default=2_000)
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs of sections 4 and 5")
+    parser.add_argument("--burst", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--only", default="1,3,4,6,7", help="sections to run (2 runs with 1)")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    lines = [
+        f"Issue 13, side by side, Python {sys.version.split()[0]}, Redis {REDIS_URL}",
+        f"{os.cpu_count()} CPUs, load average at the start: {load}; "
+        f"medians of {args.repeats} repeats",
+    ]
+    try:
+        if "1" in only:
+            runs = []
+            for repeat in range(args.repeats):
+                progress(f"1. one occurrence, repeat {repeat + 1}")
+                runs.append(one_occurrence(args.calls))
+            one = {key: median([run[key] for run in runs]) for key in runs[0]}
+            lines += [
+                "",
+                f"1. One occurrence published by beat ({args.calls:,} ticks), p50 µs",
+                f"   beat tick, lock + claim + checkpoint + release + publish: "
+                f"{one['beat_us']:.0f} µs, {one['round_trips']:.2f} store round trips + the publish",
+                f"   the publish alone (send_task): {one['publish_us']:.0f} µs",
+                f"   ratio {one['beat_us'] / one['publish_us']:.2f}x (goal <= 1.5x)",
+                f"2. What the lock adds: begin() with a lock only {one['lock_us']:.0f} µs, "
+                f"one SET NX PX {one['set_us']:.0f} µs (goal <= 100 µs)",
+            ]
+        if "3" in only:
+            p99s, p50s, counts = [], [], []
+            for repeat in range(args.repeats):
+                progress(f"3. 100 jobs due together, repeat {repeat + 1}")
+                delays = due_together(100, args.seconds)
+                p99s.append(percentile(delays, 0.99))
+                p50s.append(percentile(delays, 0.5))
+                counts.append(len(delays))
+            lines += [
+                "",
+                f"3. 100 every-1s jobs due together, one beat, real clock, {args.seconds:g} s: "
+                f"instant to publish p50 {median(p50s):.1f} ms, p99 {median(p99s):.1f} ms "
+                f"({median(counts):,.0f} occurrences; goal p99 <= 20 ms)",
+            ]
+        if "4" in only:
+            runs = []
+            for repeat in range(args.repeats):
+                progress(f"4-5. reads at {args.jobs:,} jobs, repeat {repeat + 1}")
+                runs.append(reads(args.jobs))
+            got = {key: median([run[key] for run in runs]) for key in runs[0]}
+            lines += [
+                "",
+                f"4. celery jobs list at {args.jobs:,} jobs, beyond importing the app: "
+                f"{got['list_s']:.2f} s (goal <= 0.3 s); one read per job and store: "
+                f"{got['one_read_each_s']:.2f} s",
+                f"5. beat's set-up at {args.jobs:,} jobs: {got['setup_s']:.2f} s (goal <= 0.3 s); "
+                f"stock PersistentScheduler: {got['stock_setup_s']:.2f} s",
+            ]
+        if "6" in only:
+            rows = worker_costs(args.tasks, args.repeats)
+            lines += [
+                "",
+                f"6. Worker, µs per no-op task ({args.tasks:,} tasks, real worker processes)",
+                f"{'pool':<16}{'job':>8}{'timeout_ms':>12}{'plain':>8}{'ratio':>8}"
+                f"{'with timeout':>14}   goal <= 1.2x",
+            ]
+            for pool, ours, timed, plain in rows:
+                lines.append(
+                    f"{pool:<16}{ours:>8.0f}{timed:>12.0f}{plain:>8.0f}{ours / plain:>7.2f}x"
+                    f"{timed / plain:>13.2f}x"
+                )
+        if "7" in only:
+            lines += [
+                "",
+                f"7. {args.burst:,} jobs on * * * * * due at one minute, real celery beat "
+                "processes, instant to last publish",
+                f"{'beat':<22}{'published':>10}{'twice':>7}{'seconds':>9}{'per s':>8}{'RSS MiB':>9}",
+            ]
+            for kind, beats, label in (
+                ("ours", 1, "ddd_celery, one beat"),
+                ("ours", 2, "ddd_celery, two beats"),
+                ("redbeat", 1, "redbeat"),
+                ("stock", 1, "celery stock beat"),
+            ):
+                runs = []
+                for repeat in range(args.repeats if kind == "ours" else 1):
+                    progress(f"7. burst: {label}, repeat {repeat + 1}")
+                    runs.append(burst(kind, beats, args.burst))
+                got = {key: median([run[key] for run in runs]) for key in runs[0]}
+                lines.append(
+                    f"{label:<22}{got['distinct']:>10,.0f}{got['twice']:>7,.0f}"
+                    f"{got['seconds']:>9.2f}{got['rate']:>8,.0f}{got['rss_mib']:>9.0f}"
+                )
+    finally:
+        reset()
+    print("\r", end="", file=sys.stderr)
+    end_load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    lines.append(f"\nload average at the end: {end_load}")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
