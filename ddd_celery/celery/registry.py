@@ -83,6 +83,9 @@ class CeleryJobs:
     _occurrences: tuple[tuple[int, ...], OccurrenceStore] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    _ports: dict[type, dict[str, type]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def occurrences(self) -> OccurrenceStore:
         """The stores an occurrence touches, combined where they allow (``occurrence_store``).
@@ -111,10 +114,17 @@ class CeleryJobs:
             raise UnknownJobError(f"no job is named {name!r}", job=name) from None
 
     def build(self, job: CeleryJob) -> Any:
-        """A new instance of the job's class, each constructor parameter from its provider."""
+        """A new instance of the job's class, each constructor parameter from its provider.
+
+        The constructor's ports are read once per class (``dependencies`` reads annotations),
+        not at every message.
+        """
         if job.job_class is None:
             raise TypeError(f"{job.name} is a beat_schedule entry, not a declared job")
-        arguments = {name: self.providers[port]() for name, port in dependencies(job).items()}
+        ports = self._ports.get(job.job_class)
+        if ports is None:
+            ports = self._ports[job.job_class] = dependencies(job)
+        arguments = {name: self.providers[port]() for name, port in ports.items()}
         return job.job_class(**arguments)
 
 

@@ -21,7 +21,6 @@ It is never retried: the next occurrence is the retry.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import threading
 from collections.abc import Mapping
@@ -31,6 +30,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
+from ddd_celery.celery.event_loop import run_in_thread_loop
 from ddd_celery.celery.logs import render_fields_in_celery_logs
 from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError, refuse_unreal
 from ddd_celery.celery.registry import ATTRIBUTE, CeleryJob, CeleryJobs, jobs_of
@@ -447,7 +447,7 @@ class OccurrenceRun:
         try:
             try:
                 run = self._callable()
-                result = asyncio.run(run_attempt(self._attempt, run, self._scope))
+                result = run_in_thread_loop(run_attempt(self._attempt, run, self._scope))
                 error, tenant = result.error, result.tenant_id
             except SoftTimeLimitExceeded as exceeded:
                 # Raised outside the job (an async job's loop, between two tenants).
