@@ -1,17 +1,24 @@
 """Every Python sample of the README and of ``docs/`` runs, so the docs cannot drift.
 
 Each page runs in a new interpreter in a folder of its own: samples declare jobs, and two
-pages may declare the same job name, which one process's registry would refuse.
+pages may declare the same job name, which one process's registry would refuse. A page that
+talks to Redis reads ``REDIS_URL``: it gets the server of the suite's ``REDIS_URL`` (localhost by
+default) but a database of its own, emptied after each page, so what a sample leaves behind
+never reaches another test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+import redis
 
 from tests.docs.samples import SampleMarkerError, extract
 
@@ -20,14 +27,33 @@ ROOT = HERE.parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 
 
+DOCS_REDIS_DB = 13
+"""The database of the samples on the suite's Redis server; no other test uses it."""
+
+
 def _name(page: Path) -> str:
     return str(page.relative_to(ROOT))
 
 
+@pytest.fixture
+def samples_redis_url() -> Iterator[str]:
+    suite = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    url = urlunsplit(suite._replace(path=f"/{DOCS_REDIS_DB}"))
+    yield url
+    with contextlib.suppress(redis.ConnectionError):  # no Redis: no sample wrote to it
+        redis.Redis.from_url(url, socket_connect_timeout=1).flushdb()
+
+
 @pytest.mark.parametrize("page", PAGES, ids=_name)
-def test_every_python_sample_of_the_page_runs_or_says_why_not(page: Path, tmp_path: Path) -> None:
+def test_every_python_sample_of_the_page_runs_or_says_why_not(
+    page: Path, tmp_path: Path, samples_redis_url: str
+) -> None:
     samples = extract(page)
-    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)])}
+    environ = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)]),
+        "REDIS_URL": samples_redis_url,
+    }
 
     done = subprocess.run(
         [sys.executable, str(HERE / "run_page.py"), str(page)],
