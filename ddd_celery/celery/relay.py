@@ -22,7 +22,6 @@ rest of its batch marked dispatched: the relay publishes them again after
 from __future__ import annotations
 
 import logging
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 from ddd_celery.background.observability import DEFAULT_LOGGER
 from ddd_celery.background.store import JobStore, StoredJob
 from ddd_celery.celery.background.publisher import send_wakeup
+from ddd_celery.celery.publish_batch import publish_batch
 from ddd_celery.celery.registry import CeleryJob
 from ddd_celery.declarations.schedule import parse_job_schedule
 from ddd_celery.kernel.clock import Clock
@@ -102,7 +102,7 @@ class Relay:
                 due = self._store.take_due(
                     now=now, limit=self._batch, redispatch_after_ms=self._redispatch_after_ms
                 )
-                with _batched(producer, len(due)):
+                with publish_batch(producer, len(due)):
                     for dispatch in due:
                         send_wakeup(
                             self._app, dispatch.name, dispatch.queue, dispatch.job_id, producer
@@ -124,18 +124,6 @@ class Relay:
                 "error_code": job.last_error_code,
             },
         )
-
-
-def _batched(producer: Any, size: int) -> AbstractContextManager[object]:
-    """The producer's publish batch where kombu has one (Redis: one pipeline), else nothing.
-
-    Published when the block ends; a block that raises publishes nothing more.
-    """
-    batch = getattr(producer, "batch", None)
-    if batch is None or size == 0:
-        return nullcontext()
-    context: AbstractContextManager[object] = batch(max_size=size)
-    return context
 
 
 def relay_job(relay: Relay, *, every_ms: int = DEFAULT_RELAY_EVERY_MS) -> CeleryJob:
