@@ -21,9 +21,8 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from ddd_celery.declarations.errors import DeclarationError
-from ddd_celery.declarations.names import check_job_name
+from ddd_celery.declarations.names import check_job_name, reserve_job_name
 from ddd_celery.declarations.schedule import MAX_TIMEOUT_MS
-from ddd_celery.declarations.scheduled import _REGISTRY as _SCHEDULED
 from ddd_celery.declarations.scheduled import _walk, _where
 from ddd_celery.kernel.abort import AbortSignal
 from ddd_celery.kernel.instants import require_aware
@@ -293,20 +292,7 @@ def _check_run(job_class: object, name: str) -> type[BaseModel] | None:
 
 
 def _register(declaration: BackgroundJobDeclaration) -> None:
-    scheduled = _SCHEDULED.get(declaration.name)
-    if scheduled is not None:
-        raise DeclarationError(
-            f"the name must be unique in the application; the scheduled job "
-            f"{_where(scheduled.job_class)} already has it",
-            job=declaration.name,
-        )
-    known = _REGISTRY.get(declaration.name)
-    if known is not None and _where(known.job_class) != _where(declaration.job_class):
-        raise DeclarationError(
-            f"the name must be unique in the application; it is already declared by "
-            f"{_where(known.job_class)}, so {_where(declaration.job_class)} cannot take it",
-            job=declaration.name,
-        )
+    reserve_job_name(declaration.name, "background job", declaration.job_class)
     _REGISTRY[declaration.name] = declaration
 
 

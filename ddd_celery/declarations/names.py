@@ -22,3 +22,29 @@ def check_job_name(name: object) -> str:
     if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
         raise DeclarationError(NAME_RULE, job=name if isinstance(name, str) else repr(name))
     return name
+
+
+_TAKEN: dict[str, tuple[str, str]] = {}
+"""Every name declared in this process: ``{name: (kind, module.Class)}``."""
+
+
+def reserve_job_name(name: str, kind: str, owner: type) -> None:
+    """Keep ``name`` to ``owner``: a name is unique in the application, whatever declares it.
+
+    ``kind`` (``scheduled job``, ``background job``, ``process manager``) says what holds it in
+    the message. The same class declared again (its module imported twice) keeps its name.
+    Raises ``DeclarationError`` naming both classes.
+    """
+    where = f"{owner.__module__}.{owner.__qualname__}"
+    taken = _TAKEN.get(name)
+    if taken is not None and taken != (kind, where):
+        held_by = (
+            f"it is already declared by {taken[1]}"
+            if taken[0] == kind
+            else f"the {taken[0]} {taken[1]} already has it"
+        )
+        raise DeclarationError(
+            f"the name must be unique in the application; {held_by}, so {where} cannot take it",
+            job=name,
+        )
+    _TAKEN[name] = (kind, where)

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from ddd_celery.declarations.background import BackgroundJobDeclaration, background_declaration_of
 from ddd_celery.declarations.errors import DeclarationError
-from ddd_celery.declarations.names import check_job_name
+from ddd_celery.declarations.names import check_job_name, reserve_job_name
 from ddd_celery.declarations.scheduled import _where
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -130,13 +130,7 @@ def process_manager(
                 "(a @background class) to fire them",
                 job=name,
             )
-        known = _REGISTRY.get(name)
-        if known is not None and _where(known.process_class) != _where(process_class):
-            raise DeclarationError(
-                f"the name must be unique in the application; it is already declared by "
-                f"{_where(known.process_class)}",
-                job=name,
-            )
+        reserve_job_name(name, "process manager", process_class)
         _REGISTRY[name] = declaration
         setattr(process_class, "__process_manager__", declaration)  # noqa: B010
         return process_class

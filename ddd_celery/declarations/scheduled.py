@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.execution import JobExecution
-from ddd_celery.declarations.names import check_job_name
+from ddd_celery.declarations.names import check_job_name, reserve_job_name
 from ddd_celery.declarations.options import MissedPolicy, OverlapPolicy, Tenancy
 from ddd_celery.declarations.schedule import ParsedJobSchedule, parse_job_schedule
 
@@ -174,22 +174,7 @@ def _check_run(job_class: object, name: str) -> None:
 
 
 def _register(declaration: ScheduledJobDeclaration) -> None:
-    from ddd_celery.declarations.background import _REGISTRY as _BACKGROUND  # noqa: PLC0415 - it imports this module
-
-    taken = _BACKGROUND.get(declaration.name)
-    if taken is not None:
-        raise DeclarationError(
-            f"the name must be unique in the application; the background job "
-            f"{_where(taken.job_class)} already has it",
-            job=declaration.name,
-        )
-    known = _REGISTRY.get(declaration.name)
-    if known is not None and _where(known.job_class) != _where(declaration.job_class):
-        raise DeclarationError(
-            f"the name must be unique in the application; it is already declared by "
-            f"{_where(known.job_class)}, so {_where(declaration.job_class)} cannot take it",
-            job=declaration.name,
-        )
+    reserve_job_name(declaration.name, "scheduled job", declaration.job_class)
     _REGISTRY[declaration.name] = declaration
 
 
