@@ -15,6 +15,7 @@ from typing import Any
 
 from ddd_celery.background.errors import AttemptsExhaustedError
 from ddd_celery.background.rules import RunStatus
+from ddd_celery.background.store import StoredJob
 from ddd_celery.kernel.errors import DomainError
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.kernel.metrics import Metrics, NoMetrics
@@ -34,6 +35,7 @@ LOG_LINES: dict[RunStatus, tuple[str, int]] = {
 """The message and level of each status of an attempt."""
 
 COULD_NOT_FOLLOW = "Background job could not be followed"
+LEASE_EXPIRED = "Background job handed back: its lease expired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +154,23 @@ def log_fields(run: BackgroundJobRun) -> dict[str, Any]:
     }
     fields.update({key: value for key, value in optional.items() if value is not None})
     return fields
+
+
+def log_lease_expired(logger: logging.Logger, job: StoredJob) -> None:
+    """Log a job whose worker was lost, as ``expire_leases`` handed it back (to run or dead).
+
+    The polling worker and the relay both sweep leases: they say it in the same words.
+    """
+    logger.warning(
+        LEASE_EXPIRED,
+        extra={
+            "job": job.name,
+            "job_id": job.id,
+            "attempt": job.attempts,
+            "status": job.status.value,
+            "error_code": job.last_error_code,
+        },
+    )
 
 
 def report_failed_background_jobs(reporter: ErrorReporter) -> OnBackgroundRun:

@@ -39,6 +39,7 @@ from ddd_celery.background.observability import (
     DEFAULT_LOGGER,
     BackgroundRecorder,
     OnBackgroundRun,
+    log_lease_expired,
 )
 from ddd_celery.background.rules import DEFAULT_LEASE_MS, AttemptEnd, heartbeat_interval_ms
 from ddd_celery.background.store import ClaimedJob, JobLease, JobStore
@@ -55,7 +56,6 @@ DEFAULT_POLL_INTERVAL_MS = 1_000
 DEFAULT_GRACE_MS = 30_000
 EXPIRE_LIMIT = 100
 """Expired leases handed back per sweep."""
-LEASE_EXPIRED = "Background job handed back: its lease expired"
 
 
 @dataclass(eq=False, slots=True)
@@ -273,16 +273,7 @@ class QueueWorker:
             self._recorder.could_not_follow("", "", error, what="expire leases")
             return
         for job in expired:
-            self._logger.warning(
-                LEASE_EXPIRED,
-                extra={
-                    "job": job.name,
-                    "job_id": job.id,
-                    "attempt": job.attempts,
-                    "status": job.status.value,
-                    "error_code": job.last_error_code,
-                },
-            )
+            log_lease_expired(self._logger, job)
 
     def _give_back(self, claimed: ClaimedJob) -> None:
         try:

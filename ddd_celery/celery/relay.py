@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ddd_celery.background.observability import DEFAULT_LOGGER
+from ddd_celery.background.observability import DEFAULT_LOGGER, log_lease_expired
 from ddd_celery.background.store import JobStore, StoredJob
 from ddd_celery.celery.background.publisher import send_wakeup
 from ddd_celery.celery.publish_batch import publish_batch
@@ -44,8 +44,6 @@ DEFAULT_REDISPATCH_AFTER_MS = 300_000
 visibility timeout (an hour) after which a lost message would come back on its own."""
 RELAY_TIMEOUT_MS = 30_000
 """The relay's ``timeout_ms``: it bounds how long its lock is kept, not the run itself."""
-
-LEASE_EXPIRED = "Background job lease expired, handed back"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,16 +112,7 @@ class Relay:
 
     def _expired(self, job: StoredJob) -> None:
         """Log a job whose worker was lost: ``failed`` (to run again) or ``dead``."""
-        self._logger.warning(
-            LEASE_EXPIRED,
-            extra={
-                "job": job.name,
-                "job_id": job.id,
-                "attempt": job.attempts,
-                "status": job.status.value,
-                "error_code": job.last_error_code,
-            },
-        )
+        log_lease_expired(self._logger, job)
 
 
 def relay_job(relay: Relay, *, every_ms: int = DEFAULT_RELAY_EVERY_MS) -> CeleryJob:

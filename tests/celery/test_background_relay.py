@@ -21,6 +21,7 @@ from celery.signals import before_task_publish
 from click.testing import CliRunner
 
 from ddd_celery.background import InMemoryJobStore, JobStatus
+from ddd_celery.background.observability import LEASE_EXPIRED
 from ddd_celery.background.store import Dispatch, JobStore
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.background import BackgroundJobs, install_background_jobs
@@ -168,7 +169,7 @@ def test_a_lease_that_expired_is_handed_back_and_its_job_published_again(
     found = setup.store.find(job_id, tenant_id=None)
     assert found is not None
     assert (found.status, found.last_error_code) == (JobStatus.FAILED, "JOB_INTERRUPTED")
-    [line] = [r for r in caplog.records if r.getMessage().startswith("Background job lease")]
+    [line] = [r for r in caplog.records if r.getMessage() == LEASE_EXPIRED]
     assert (line.levelname, line.job_id, line.status) == ("WARNING", job_id, "failed")
 
 
