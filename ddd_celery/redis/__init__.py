@@ -26,7 +26,12 @@ so ``redis-cli`` reads it):
     ``stats`` a hash of counts by ``<queue>|<status>``. ``lua/job_lib.lua`` details each field.
 
 Round trips: one per call (SET NX PX, GET, HGET, HGETALL or EVALSHA), plus two once per script
-when Redis has not seen it yet (``purge_finished``: one per thousand jobs). The Lua scripts in
+when Redis has not seen it yet (``purge_finished``: one per thousand jobs). A batch read
+(``read_many``, ``running_many``) is one MGET or EVALSHA per thousand jobs. With the lock, run
+state, checkpoints and last runs on one Redis, ``RedisJobRunState.occurrence_store`` combines
+them (``RedisOccurrenceStore``): beat begins every occurrence due at one instant (lock,
+checkpoint, claim, leases released) in one EVALSHA, and a worker ends a run and keeps its last
+run in another, on the same keys. The Lua scripts in
 ``lua/`` document the same layout in their headers.
 """
 
@@ -36,6 +41,7 @@ from ddd_celery.redis.errors import StoreUnavailableError
 from ddd_celery.redis.job_store import RedisJobStore
 from ddd_celery.redis.last_runs import RedisJobLastRuns
 from ddd_celery.redis.lock import RedisLock
+from ddd_celery.redis.occurrences import RedisOccurrenceStore
 from ddd_celery.redis.run_state import RedisJobRunState
 
 __all__ = [
@@ -44,6 +50,7 @@ __all__ = [
     "RedisJobRunState",
     "RedisJobStore",
     "RedisLock",
+    "RedisOccurrenceStore",
     "StoreUnavailableError",
     "connect",
 ]

@@ -29,6 +29,13 @@ from ddd_celery.scheduling.observability import (
     RunRecorder,
     report_failed_runs,
 )
+from ddd_celery.scheduling.occurrence_store import (
+    Beginning,
+    ComposedOccurrenceStore,
+    OccurrenceStore,
+    RunEnd,
+    occurrence_store,
+)
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 from ddd_celery.scheduling.run_state import Claim, InMemoryJobRunState, JobRunState
 from ddd_celery.scheduling.scheduler import JobScheduler
@@ -43,7 +50,9 @@ __all__ = [
     "RUNS_COUNTER",
     "UNEXPECTED_ERROR",
     "UNKNOWN_JOB",
+    "Beginning",
     "Claim",
+    "ComposedOccurrenceStore",
     "InMemoryJobCheckpoints",
     "InMemoryJobLastRuns",
     "InMemoryJobRunState",
@@ -59,13 +68,16 @@ __all__ = [
     "JobScheduler",
     "JobTimeoutError",
     "JobTimers",
+    "OccurrenceStore",
     "OnRun",
     "Outcome",
     "RunDetail",
+    "RunEnd",
     "RunRecorder",
     "SystemJobTimers",
     "UnknownJobError",
     "latest_occurrence",
     "next_occurrence",
+    "occurrence_store",
     "report_failed_runs",
 ]
