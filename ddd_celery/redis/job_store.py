@@ -307,8 +307,10 @@ def _require_lease(kept: int, lease: JobLease, doing: str) -> None:
         )
 
 
-def _claimed(reply: Sequence[bytes | str]) -> ClaimedJob:
-    record = _pairs(reply)
+def _claimed(reply: bytes | str) -> ClaimedJob:
+    """A claim script's reply: the job's hash as one JSON array of field, value, ..."""
+    flat = json.loads(reply)
+    record = dict(zip(flat[::2], flat[1::2], strict=True))
     job = _job(record)
     expires_at = from_epoch_ms(int(record["lease_expires_at"]))
     return ClaimedJob(job, JobLease(job.id, job.attempts, record["lease_token"], expires_at))

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ddd_celery.background.attempt import BackgroundRegistration
 from ddd_celery.background.observability import BackgroundRecorder
 from ddd_celery.background.queue import StoredJobQueue
 from ddd_celery.background.store import JobStore
@@ -19,7 +20,7 @@ from ddd_celery.celery.background.lease import Heartbeats
 from ddd_celery.celery.background.publisher import CeleryJobPublisher
 from ddd_celery.celery.registry import Provider, dependencies
 from ddd_celery.celery.relay import Relay
-from ddd_celery.declarations.background import BackgroundJobDeclaration
+from ddd_celery.declarations.background import BackgroundJobDeclaration, BackgroundJobExecution
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.ids import IdGenerator
 from ddd_celery.kernel.scope import ExecutionScope
@@ -54,6 +55,9 @@ class BackgroundJobs:
     relay: Relay
     """The system job beat runs (``ddd_celery.relay``); ``relay.run()`` runs one tick here."""
     app: Any
+    _registrations: dict[str, BackgroundRegistration] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def queue(
         self,
@@ -79,12 +83,33 @@ class BackgroundJobs:
             logger=self.logger,
         )
 
-    def build(self, declaration: BackgroundJobDeclaration) -> Any:
-        """A new instance of the job's class, each constructor parameter from its provider."""
-        arguments = {
-            name: self.providers[port]() for name, port in dependencies(declaration).items()
-        }
-        return declaration.job_class(**arguments)
+    def registration(self, name: str) -> BackgroundRegistration:
+        """What a task runs for the job ``name``: built once per process, its constructor's
+        ports read once (``typing.get_type_hints`` per message cost more than a no-op job)."""
+        registration = self._registrations.get(name)
+        if registration is None:
+            registration = self._registrations[name] = _registration(self, self.jobs[name])
+        return registration
+
+
+def _registration(
+    jobs: BackgroundJobs, declaration: BackgroundJobDeclaration
+) -> BackgroundRegistration:
+    """The registration of ``declaration``: each attempt builds a new instance of the job's
+    class, each constructor parameter from its provider."""
+    ports = [(name, jobs.providers[port]) for name, port in dependencies(declaration).items()]
+    job_class = declaration.job_class
+
+    def run(payload: Any, execution: BackgroundJobExecution) -> Any:
+        return job_class(**{name: provide() for name, provide in ports}).run(payload, execution)
+
+    return BackgroundRegistration(
+        name=declaration.name,
+        options=declaration.options,
+        run=run,
+        is_async=False,
+        payload_type=declaration.payload_type,
+    )
 
 
 def background_jobs_of(app: Any) -> BackgroundJobs:

@@ -30,7 +30,6 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from ddd_celery.background.attempt import (
     AttemptOutcome,
-    BackgroundRegistration,
     conclude,
     run_claimed_sync,
 )
@@ -169,15 +168,7 @@ class Attempt:
         try:
             return run_claimed_sync(
                 self._claimed,
-                BackgroundRegistration(
-                    name=declaration.name,
-                    options=declaration.options,
-                    run=lambda payload, execution: registry.build(declaration).run(
-                        payload, execution
-                    ),
-                    is_async=False,
-                    payload_type=declaration.payload_type,
-                ),
+                registry.registration(declaration.name),
                 scope=registry.scope,
                 clock=registry.clock,
                 store=registry.store,

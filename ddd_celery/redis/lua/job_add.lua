@@ -22,15 +22,15 @@ end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return id
 end
-redis.call('HSET', KEYS[1], 'id', id, 'name', ARGV[3], 'queue', ARGV[4], 'payload', ARGV[5],
+local fields = {'id', id, 'name', ARGV[3], 'queue', ARGV[4], 'payload', ARGV[5],
   'enqueued_at', ARGV[6], 'run_at', ARGV[7], 'attempts', 0, 'max_attempts', ARGV[8],
-  'enqueued_by', ARGV[9], 'tenant', ARGV[10])
+  'enqueued_by', ARGV[9], 'tenant', ARGV[10]}
 if KEYS[2] then
-  redis.call('HSET', KEYS[1], 'idempotency_key', ARGV[11])
+  fields[#fields + 1] = 'idempotency_key'
+  fields[#fields + 1] = ARGV[11]
   redis.call('SET', KEYS[2], id)
 end
-local job = {id = id, queue = ARGV[4], enqueued_at = ARGV[6]}
-move(job, 'queued')
+move({id = id, queue = ARGV[4], enqueued_at = ARGV[6]}, 'queued', fields)
 redis.call('ZADD', P .. 'enqueued', ARGV[6], id)
 redis.call('ZADD', P .. 'queue:' .. ARGV[4], ARGV[7], id)
 if ARGV[12] == '1' then

@@ -10,13 +10,13 @@
 --   ARGV[4]  the lease's token (random, new for this claim).
 --   ARGV[5]  the lease's expiry, epoch ms.
 -- Returns
---   the job's hash (HGETALL) after the claim, its attempts counting this one; or nil, changing
---   nothing, when the job is unknown, not due, running or finished.
+--   the job's hash after the claim (a JSON array: field, value, ...), its attempts counting
+--   this one; or nil, changing nothing, when the job is unknown, not due, running or finished.
 local job = read_job(ARGV[2])
 if not job or not claimable(job) then
   return false
 end
-if tonumber(redis.call('HGET', KEYS[1], 'run_at')) > tonumber(ARGV[3]) then
+if job.run_at > tonumber(ARGV[3]) then
   return false
 end
 return claim(job, ARGV[4], ARGV[5])

@@ -10,7 +10,8 @@
 --   ARGV[4]  how many jobs at most.
 --   ARGV[5]  the leases' token stem: job i's lease is `<stem>:<i>`.
 -- Returns
---   the hashes (HGETALL) of the jobs claimed, in the order of their run_at.
+--   the hashes of the jobs claimed (each a JSON array: field, value, ...), in the order of
+--   their run_at.
 local limit = tonumber(ARGV[4])
 local due = {}
 for _, queue in ipairs(KEYS) do

@@ -30,14 +30,14 @@ end
 -- The fields a script decides on, or nil for an unknown job.
 local function read_job(id)
   local f = redis.call('HMGET', job_key(id), 'status', 'queue', 'enqueued_at', 'attempts',
-    'max_attempts', 'lease_token', 'tenant', 'idempotency_key', 'name')
+    'max_attempts', 'lease_token', 'tenant', 'idempotency_key', 'name', 'run_at')
   if not f[1] then
     return nil
   end
   return {
     id = id, status = f[1], queue = f[2], enqueued_at = f[3], attempts = tonumber(f[4]),
     max_attempts = tonumber(f[5]), lease_token = f[6], tenant = f[7], idempotency_key = f[8],
-    name = f[9],
+    name = f[9], run_at = tonumber(f[10]),
   }
 end
 
@@ -54,24 +54,29 @@ local function count(queue, status, by)
 end
 
 -- Move a job to status `to` (from none when it is new), in its record, its status index and
--- the stats.
-local function move(job, to)
+-- the stats; `fields` (optional, a flat list of field, value) are set in the same HSET.
+local function move(job, to, fields)
   if job.status then
     count(job.queue, job.status, -1)
     redis.call('ZREM', P .. 'status:' .. job.status, job.id)
   end
   count(job.queue, to, 1)
   redis.call('ZADD', P .. 'status:' .. to, job.enqueued_at, job.id)
-  redis.call('HSET', job_key(job.id), 'status', to)
+  redis.call('HSET', job_key(job.id), 'status', to, unpack(fields or {}))
   job.status = to
 end
 
--- Take the job out of the indexes of claimable and running jobs.
+-- Take the job out of the indexes of its status: P leases for a running job, the indexes of
+-- claimable jobs otherwise (a running job is in no other, a claimable one never in P leases:
+-- claim and every end of a lease go through here).
 local function unindex(job)
+  if job.status == 'running' then
+    redis.call('ZREM', P .. 'leases', job.id)
+    return
+  end
   redis.call('ZREM', P .. 'pending', job.id)
   redis.call('ZREM', P .. 'dispatched', job.id)
   redis.call('ZREM', P .. 'queue:' .. job.queue, job.id)
-  redis.call('ZREM', P .. 'leases', job.id)
 end
 
 -- Make the job claimable from `run_at`, waiting for the relay to publish it.
@@ -87,20 +92,22 @@ end
 
 local function finish(job, to, now)
   unindex(job)
-  drop_lease(job)
-  move(job, to)
-  redis.call('HSET', job_key(job.id), 'finished_at', now)
+  if job.status == 'running' then
+    drop_lease(job)
+  end
+  move(job, to, {'finished_at', now})
   redis.call('ZADD', P .. 'finished', now, job.id)
 end
 
--- Claim a claimable job for an attempt under lease `token` until `expires`; its record after.
+-- Claim a claimable job for an attempt under lease `token` until `expires`; its record after,
+-- as one JSON array (field, value, ...): one bulk string is read far faster than an HGETALL
+-- reply of thirty.
 local function claim(job, token, expires)
   unindex(job)
   redis.call('ZADD', P .. 'leases', expires, job.id)
-  redis.call('HINCRBY', job_key(job.id), 'attempts', 1)
-  redis.call('HSET', job_key(job.id), 'lease_token', token, 'lease_expires_at', expires)
-  move(job, 'running')
-  return redis.call('HGETALL', job_key(job.id))
+  move(job, 'running',
+    {'attempts', job.attempts + 1, 'lease_token', token, 'lease_expires_at', expires})
+  return cjson.encode(redis.call('HGETALL', job_key(job.id)))
 end
 
 -- The running job `id` when `token` is its lease, or nil (the lease is lost).
