@@ -580,8 +580,9 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         jobs, at = self._registry(), occurrence.scheduled_at
         started_at = jobs.clock.now()
         error: Exception | None = None
+        quiet = False
         try:
-            run(at)
+            quiet = run(at) is False  # the job logged what it did: its success line is DEBUG
         except Exception as raised:
             error = raised
         occurrence.move(Event.FAILED if error is not None else Event.SUCCEEDED)
@@ -594,7 +595,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             deadline=None,
             tenants=(),
         )
-        jobs.recorder.record(ran(attempt, jobs.clock.now(), error, None), error)
+        jobs.recorder.record(ran(attempt, jobs.clock.now(), error, None), error, quiet=quiet)
 
     def _send_entry(self, job: CeleryJob, headers: dict[str, str], producer: Any) -> None:
         """Send a ``beat_schedule`` entry as Celery's beat does: same task, arguments, options.

@@ -140,7 +140,7 @@ def run_now_command(ctx: click.Context, name: str, show_traceback: bool) -> None
     _job(registry, name)
     try:
         record, error = run_here(registry, name)
-    except TypeError as refused:  # a beat_schedule entry
+    except TypeError as refused:  # a beat_schedule entry, or a system job beat runs
         raise click.UsageError(str(refused)) from None
     ran = (
         f"in {record.duration_ms or 0:.0f} ms (scheduled_at {iso_ms(record.scheduled_at)}, "

@@ -50,7 +50,8 @@ class CeleryJob:
     """``apply_async`` options of a ``beat_schedule`` entry."""
     inline: Callable[[datetime], object] | None = None
     """A system job beat runs in its own process at the instant, instead of sending a task
-    (the relay of background jobs): recorded like any occurrence, under the same lock."""
+    (the relay of background jobs): recorded like any occurrence, under the same lock. It
+    returns False when it logs what it did itself: its success is then logged at DEBUG."""
 
     @property
     def declared(self) -> bool:

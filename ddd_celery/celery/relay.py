@@ -42,6 +42,9 @@ DEFAULT_RELAY_MAX_BATCHES = 20
 DEFAULT_REDISPATCH_AFTER_MS = 300_000
 """Five minutes: longer than a healthy backlog waits in the broker, far shorter than Redis's
 visibility timeout (an hour) after which a lost message would come back on its own."""
+RELAY_TICK = "Relay: %d expired leases handed back, %d background jobs published"
+"""The relay's line for each tick: INFO when it handed back or published, DEBUG otherwise (a
+line a second saying nothing was due would drown beat's log)."""
 RELAY_TIMEOUT_MS = 30_000
 """The relay's ``timeout_ms``: it bounds how long its lock is kept, not the run itself."""
 
@@ -108,6 +111,13 @@ class Relay:
                 published += len(due)
                 if len(due) < self._batch:
                     break
+        self._logger.log(
+            logging.INFO if expired or published else logging.DEBUG,
+            RELAY_TICK,
+            expired,
+            published,
+            extra={"job": RELAY_JOB, "expired": expired, "published": published},
+        )
         return RelayTick(expired=expired, published=published)
 
     def _expired(self, job: StoredJob) -> None:
@@ -119,11 +129,13 @@ def relay_job(relay: Relay, *, every_ms: int = DEFAULT_RELAY_EVERY_MS) -> Celery
     """The relay as a job beat runs in its own process (``inline``) instead of sending a task.
 
     Every ``every_ms``, under its lock; an occurrence beat reaches too late is ``missed``, as
-    any job's: the next one publishes what it would have.
+    any job's: the next one publishes what it would have. Beat logs its success at DEBUG: the
+    relay's own line says what it did.
     """
 
-    def run_relay(scheduled_at: datetime) -> None:
+    def run_relay(scheduled_at: datetime) -> bool:
         relay.run()
+        return False  # the relay logged its tick: INFO when it did something, DEBUG otherwise
 
     return CeleryJob(
         name=RELAY_JOB,

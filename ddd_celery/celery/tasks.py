@@ -338,9 +338,10 @@ def run_now(target: Any, name: str) -> JobRun:
     the instant it was asked), takes no lock, leaves the run state alone, and is recorded like
     any run. It works on a disabled job and in a process where ``RUN_JOBS`` is false. Raises
     ``UnknownJobError`` for a name no job has, ``TypeError`` for a ``beat_schedule`` entry
-    (its own task runs it), ``JobTimeoutError`` for a run that outlived ``timeout_ms``; returns
-    the record of a run that succeeded. Call it from synchronous code (an async caller uses
-    ``asyncio.to_thread``): it runs its own event loop for an async job.
+    (its own task runs it) and for a system job (beat runs it), ``JobTimeoutError`` for a run
+    that outlived ``timeout_ms``; returns the record of a run that succeeded. Call it from
+    synchronous code (an async caller uses ``asyncio.to_thread``): it runs its own event loop
+    for an async job.
     """
     record, error = run_here(target, name)
     if error is not None:
@@ -355,6 +356,12 @@ def run_here(target: Any, name: str) -> tuple[JobRun, BaseException | None]:
     """
     registry = target if isinstance(target, CeleryJobs) else jobs_of(target)
     job = registry.job(name)
+    if job.inline is not None:
+        raise TypeError(
+            f"{name} is a system job that runs inside beat, under beat's lock (the relay of "
+            "background jobs runs there every second): it has no task, and run_now does not "
+            "run it; a running beat is what runs it"
+        )
     if not job.declared:
         raise TypeError(
             f"{name} is a beat_schedule entry: its task {job.task_name!r} runs it "

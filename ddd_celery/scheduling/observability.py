@@ -75,14 +75,22 @@ class RunRecorder:
         self._last_runs = last_runs
 
     def record(
-        self, run: JobRun, error: BaseException | None = None, *, kept: bool = False
+        self,
+        run: JobRun,
+        error: BaseException | None = None,
+        *,
+        kept: bool = False,
+        quiet: bool = False,
     ) -> None:
         """Log, count, keep and observe ``run``; never raises, so it cannot stop a scheduler.
 
         ``kept``: the caller already wrote ``run`` to the last runs (a worker, with the end of
-        its run in one round trip), so it is not written again.
+        its run in one round trip), so it is not written again. ``quiet``: a success is logged
+        at DEBUG (a system job's tick, which logs what it did itself).
         """
         message, level = LOG_LINES[run.outcome]
+        if quiet and run.outcome is Outcome.SUCCEEDED:
+            level = logging.DEBUG
         if self._logger.isEnabledFor(level):
             self._guarded(run.job, lambda: self._logger.log(level, message, extra=log_fields(run)))
         self._guarded(run.job, lambda: self._count(run))

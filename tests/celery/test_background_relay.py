@@ -246,3 +246,36 @@ def test_jobs_list_shows_the_relay_running_in_beat_with_its_last_outcome() -> No
     [row] = [line for line in listed.output.splitlines() if line.startswith(RELAY_JOB)]
     assert "(runs in beat)" in row
     assert row.endswith(f"succeeded {iso_ms(START + timedelta(seconds=1))}")
+
+
+def test_beat_logs_an_idle_relay_tick_at_debug_and_one_that_publishes_at_info_with_counts(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    scheduler = JobBeatScheduler(app=setup.app)
+    scheduler.tick()  # beat's start lines
+    caplog.clear()
+    setup.clock.advance(1_000)
+    scheduler.tick()  # nothing due
+    setup.registry.queue().enqueue(EchoJob, {"text": "later"}, delay_ms=500)
+    setup.clock.advance(1_000)
+    scheduler.tick()  # the delayed job is due: published
+
+    above_debug = [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno > 10]
+    assert above_debug == [
+        ("INFO", "Relay: 0 expired leases handed back, 1 background jobs published")
+    ]
+    ticks = [r for r in caplog.records if r.getMessage().startswith("Relay: ")]
+    assert [(r.levelname, r.expired, r.published) for r in ticks] == [
+        ("DEBUG", 0, 0),
+        ("INFO", 0, 1),
+    ]
+
+
+def test_run_now_of_the_relay_says_it_runs_inside_beat(setup: Setup) -> None:
+    context = CLIContext(app=setup.app, no_color=True, workdir=None, quiet=False)
+    refused = CliRunner().invoke(jobs, ["run-now", RELAY_JOB], obj=context)
+
+    assert refused.exit_code == 2
+    assert "system job that runs inside beat" in refused.output
+    assert "beat_schedule" not in refused.output
