@@ -38,8 +38,6 @@ class UnitOfWork(ABC):
         """Run ``action`` after the unit of work in progress commits; now when none is."""
 
 
-
-
 class InMemoryUnitOfWork(UnitOfWork):
     """A unit of work with nothing to commit but its ``after_commit`` actions.
 
