@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from celery import Celery
 
 from ddd_celery.celery.background.message import MAX_JOB_ID_LENGTH, read_job_id
+from ddd_celery.celery.background.publisher import send_wakeup
 from ddd_celery.celery.message import UnreadableMessageError
 
 
@@ -41,3 +43,25 @@ def test_a_refusal_never_quotes_the_values_it_was_given() -> None:
         read_job_id(("secret-value",), {"secret-key": "secret-value"})
 
     assert "secret-value" not in str(refused.value)
+
+
+def test_a_queue_is_declared_by_its_first_wake_up_only_and_every_wake_up_is_delivered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = Celery("wakeups", broker="memory://", set_as_current=False)
+    declares: list[tuple[str, Any]] = []
+    send_task_message = app.amqp.send_task_message
+
+    def recording(producer: Any, name: str, message: Any, **options: Any) -> Any:
+        declares.append((options["queue"].name, options.get("declare")))
+        return send_task_message(producer, name, message, **options)
+
+    monkeypatch.setattr(app.amqp, "send_task_message", recording)
+    for job_id, queue in (("a", "billing"), ("b", "billing"), ("c", "clinic"), ("d", "billing")):
+        send_wakeup(app, "billing.compile", queue, job_id)
+
+    assert declares == [("billing", None), ("billing", []), ("clinic", None), ("billing", [])]
+    with app.connection_for_read() as connection:
+        billing = connection.SimpleQueue("billing")
+        bodies = [billing.get(timeout=1).payload[1] for _ in range(3)]
+    assert bodies == [{"job_id": "a"}, {"job_id": "b"}, {"job_id": "d"}]
