@@ -21,7 +21,7 @@ rm -rf "$site"
 
 echo "==> pytest"
 set +e
-python -m pytest "$@"
+python -m pytest --durations=15 "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then
