@@ -8,8 +8,8 @@ from sqlalchemy import Engine, select
 
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.sql.connection import Connector, from_micros, to_micros
-from ddd_celery.sql.dialects import upsert
 from ddd_celery.sql.errors import StoreUnavailableError
+from ddd_celery.sql.rows import CheckpointRows
 from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
 
 
@@ -24,6 +24,9 @@ class SqlJobCheckpoints(JobCheckpoints):
     def __init__(self, engine: Engine, *, prefix: str = DEFAULT_PREFIX) -> None:
         self._connector = Connector(engine, unavailable=StoreUnavailableError)
         self._table = tables(prefix).checkpoints
+        self.rows = CheckpointRows(engine, self._table)
+        """The write, which ``SqlOccurrenceStore`` runs in its own transactions."""
+        self.engine = engine
 
     def read(self, job: str) -> datetime | None:
         table = self._table
@@ -35,15 +38,7 @@ class SqlJobCheckpoints(JobCheckpoints):
 
     def write(self, job: str, handled: datetime) -> None:
         micros = to_micros(handled, "handled")
-        table = self._table
         with self._connector.transaction(
             f"write the checkpoint of {job!r}", single=True
         ) as connection:
-            insert = upsert(connection, table).values(job=job, handled_at=micros)
-            connection.execute(
-                insert.on_conflict_do_update(
-                    index_elements=[table.c.job],
-                    set_={"handled_at": insert.excluded.handled_at},
-                    where=table.c.handled_at < insert.excluded.handled_at,
-                )
-            )
+            self.rows.write(connection, job, micros)

@@ -6,11 +6,11 @@ import json
 
 from sqlalchemy import Engine, select
 
-from ddd_celery.scheduling.last_runs import JobLastRuns, run_as_dict, run_from_dict
+from ddd_celery.scheduling.last_runs import JobLastRuns, run_from_dict
 from ddd_celery.scheduling.outcomes import JobRun
-from ddd_celery.sql.connection import Connector, to_micros
-from ddd_celery.sql.dialects import upsert
+from ddd_celery.sql.connection import Connector
 from ddd_celery.sql.errors import StoreUnavailableError
+from ddd_celery.sql.rows import LastRunRows
 from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
 
 
@@ -25,22 +25,15 @@ class SqlJobLastRuns(JobLastRuns):
     def __init__(self, engine: Engine, *, prefix: str = DEFAULT_PREFIX) -> None:
         self._connector = Connector(engine, unavailable=StoreUnavailableError)
         self._table = tables(prefix).last_runs
+        self.rows = LastRunRows(engine, self._table)
+        """The write, which ``SqlOccurrenceStore`` runs in its own transactions."""
+        self.engine = engine
 
     def write(self, run: JobRun) -> None:
-        record = json.dumps(run_as_dict(run), separators=(",", ":"))
-        micros = to_micros(run.scheduled_at, "scheduled_at")
-        table = self._table
         with self._connector.transaction(
             f"write the last run of {run.job!r}", single=True
         ) as connection:
-            insert = upsert(connection, table).values(job=run.job, scheduled_at=micros, run=record)
-            connection.execute(
-                insert.on_conflict_do_update(
-                    index_elements=[table.c.job],
-                    set_={"scheduled_at": insert.excluded.scheduled_at, "run": insert.excluded.run},
-                    where=table.c.scheduled_at <= insert.excluded.scheduled_at,
-                )
-            )
+            self.rows.write(connection, run)
 
     def read(self, job: str) -> JobRun | None:
         table = self._table

@@ -9,15 +9,22 @@ counts as no row, and the next claim replaces it.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, select, update
+from sqlalchemy import Engine, select
 
 from ddd_celery.kernel.clock import Clock
+from ddd_celery.kernel.lock import Lock
+from ddd_celery.scheduling.checkpoints import JobCheckpoints
+from ddd_celery.scheduling.last_runs import JobLastRuns
+from ddd_celery.scheduling.occurrence_store import OccurrenceStore
 from ddd_celery.scheduling.run_state import Claim, JobRunState
+from ddd_celery.sql.checkpoints import SqlJobCheckpoints
 from ddd_celery.sql.connection import Connector, from_micros, to_micros
-from ddd_celery.sql.dialects import upsert
 from ddd_celery.sql.errors import StoreUnavailableError
+from ddd_celery.sql.last_runs import SqlJobLastRuns
+from ddd_celery.sql.lock import SqlLock
+from ddd_celery.sql.occurrences import SqlOccurrenceStore, same_database
+from ddd_celery.sql.rows import RunRows, run_window
 from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
 
 
@@ -33,70 +40,33 @@ class SqlJobRunState(JobRunState):
     def __init__(self, engine: Engine, clock: Clock, *, prefix: str = DEFAULT_PREFIX) -> None:
         self._connector = Connector(engine, unavailable=StoreUnavailableError)
         self._table = tables(prefix).runs
-        self._clock = clock
+        self.rows = RunRows(engine, self._table)
+        """The statements, which ``SqlOccurrenceStore`` runs in its own transactions."""
+        self.engine = engine
+        self.clock = clock
 
     def claim(self, job: str, scheduled_at: datetime, *, queue: bool, ttl_ms: int) -> Claim:
         instant = to_micros(scheduled_at, "scheduled_at")
-        now, expires_at = self._window(ttl_ms)
-        table = self._table
+        now, expires_at = run_window(self.clock, ttl_ms)
         with self._connector.transaction(f"claim {job!r}") as connection:
-            insert = upsert(connection, table).values(
-                job=job, running=instant, expires_at=expires_at, queued=None
+            return self.rows.claim(
+                connection, job, instant, queue=queue, now=now, expires_at=expires_at
             )
-            started = connection.execute(
-                insert.on_conflict_do_update(
-                    index_elements=[table.c.job],
-                    set_={
-                        "running": insert.excluded.running,
-                        "expires_at": insert.excluded.expires_at,
-                        "queued": None,
-                    },
-                    where=table.c.expires_at <= now,
-                ).returning(table.c.job)
-            ).first()
-            if started is not None:
-                return Claim.STARTED
-            if not queue:
-                return Claim.BUSY
-            queued = connection.execute(
-                update(table)
-                .where(table.c.job == job, table.c.expires_at > now, table.c.queued.is_(None))
-                .values(queued=instant)
-                .returning(table.c.job)
-            ).first()
-            return Claim.BUSY if queued is None else Claim.QUEUED
 
     def finish(self, job: str, scheduled_at: datetime, *, ttl_ms: int) -> datetime | None:
         instant = to_micros(scheduled_at, "scheduled_at")
-        now, expires_at = self._window(ttl_ms)
-        table = self._table
+        now, expires_at = run_window(self.clock, ttl_ms)
         with self._connector.transaction(f"finish {job!r}") as connection:
-            row = self._live(connection, job, now)
-            if row is None or row.running != instant:
-                return None
-            if row.queued is None:
-                connection.execute(delete(table).where(table.c.job == job))
-                return None
-            connection.execute(
-                update(table)
-                .where(table.c.job == job)
-                .values(running=row.queued, expires_at=expires_at, queued=None)
-            )
-            return from_micros(row.queued)
+            return self.rows.finish(connection, job, instant, now=now, expires_at=expires_at)
 
     def drop_queued(self, job: str) -> datetime | None:
-        now = to_micros(self._clock.now())
-        table = self._table
+        now = to_micros(self.clock.now())
         with self._connector.transaction(f"drop the queued occurrence of {job!r}") as connection:
-            row = self._live(connection, job, now)
-            if row is None or row.queued is None:
-                return None
-            connection.execute(update(table).where(table.c.job == job).values(queued=None))
-            return from_micros(row.queued)
+            return self.rows.drop_queued(connection, job, now=now)
 
     def running(self, job: str) -> datetime | None:
         table = self._table
-        now = to_micros(self._clock.now())
+        now = to_micros(self.clock.now())
         with self._connector.transaction(
             f"read the run in progress of {job!r}", single=True
         ) as connection:
@@ -105,18 +75,32 @@ class SqlJobRunState(JobRunState):
             )
         return None if micros is None else from_micros(micros)
 
-    def _live(self, connection: Connection, job: str, now: int) -> Any:
-        table = self._table
-        statement = (
-            select(table.c.running, table.c.queued)
-            .where(table.c.job == job, table.c.expires_at > now)
-            .with_for_update()
-        )
-        return connection.execute(statement).first()
+    def occurrence_store(
+        self, lock: Lock, checkpoints: JobCheckpoints | None, last_runs: JobLastRuns | None
+    ) -> OccurrenceStore | None:
+        """One transaction per operation when the lock and the stores given are on this
+        database.
 
-    def _window(self, ttl_ms: int) -> tuple[int, int]:
-        """Now, and when a run started now stops counting as in progress."""
-        if ttl_ms <= 0:
-            raise ValueError(f"a run's time to live is a positive number of ms, not {ttl_ms}")
-        now = to_micros(self._clock.now())
-        return now, now + ttl_ms * 1000
+        ``SqlLock`` and, when given, ``SqlJobCheckpoints`` and ``SqlJobLastRuns`` whose engines
+        reach the same database; None for any other mix, which is then composed.
+        """
+        if not isinstance(lock, SqlLock) or not same_database(self.engine, lock.engine):
+            return None
+        if checkpoints is not None and not (
+            isinstance(checkpoints, SqlJobCheckpoints)
+            and same_database(self.engine, checkpoints.engine)
+        ):
+            return None
+        if last_runs is not None and not (
+            isinstance(last_runs, SqlJobLastRuns) and same_database(self.engine, last_runs.engine)
+        ):
+            return None
+        return SqlOccurrenceStore(
+            self.engine,
+            lock_clock=lock.clock,
+            run_clock=self.clock,
+            locks=lock.rows,
+            runs=self.rows,
+            checkpoints=None if checkpoints is None else checkpoints.rows,
+            last_runs=None if last_runs is None else last_runs.rows,
+        )

@@ -240,6 +240,35 @@ class OccurrenceStoreContract:
             assert {one.lock_held, other.lock_held} == {True, False}
             assert {one.claimed, other.claimed} == {Claim.STARTED, None}
 
+    def test_two_beats_racing_on_a_batch_in_opposite_orders_begin_each_occurrence_once(
+        self, occurrence_store_subject: OccurrenceStoreSubject
+    ) -> None:
+        """Beats list the same occurrences in any order: none may wait for the other forever
+        (a store taking rows in the order given deadlocks, and fails a whole batch)."""
+        subject = occurrence_store_subject
+        jobs = [f"{JOB}:{index}" for index in range(40)]
+        one = [beginning(job=job, queue=True) for job in jobs]
+        other = [beginning(job=job, queue=True) for job in reversed(jobs)]
+        start = threading.Barrier(2)
+
+        def race(store: OccurrenceStore, batch: list[Beginning]) -> None:
+            start.wait()
+            store.begin(batch)
+
+        threads = [
+            threading.Thread(target=race, args=(subject.store, one)),
+            threading.Thread(target=race, args=(subject.peer, other)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        assert [begun.error for begun in one + other] == [None] * 80
+        started = Counter(begun.job for begun in one + other if begun.claimed is Claim.STARTED)
+        assert started == Counter(jobs)
+        assert sum(begun.lock_held for begun in one + other) == 40
+
     def test_a_store_failing_half_way_says_what_it_did_and_never_raises(
         self, occurrence_store_subject: OccurrenceStoreSubject
     ) -> None:
