@@ -19,7 +19,8 @@ class RedisJobCheckpoints(JobCheckpoints):
 
     The key never expires: it is what crosses a restart. A read is one GET; a write is one
     EVALSHA of ``lua/checkpoint_write.lua``, which compares and sets atomically, so two beats
-    writing at once keep the later instant. ``read_many`` is one MGET per thousand jobs.
+    writing at once keep the later instant. ``read_many`` is one EVALSHA per thousand jobs
+    (``lua/json_many.lua``).
     Instants are kept to the millisecond. Raises ``StoreUnavailableError`` when Redis cannot be
     asked.
     """
@@ -28,6 +29,7 @@ class RedisJobCheckpoints(JobCheckpoints):
         self._client = client
         self._prefix = prefix
         self._write = register(client, "checkpoint_write.lua")
+        self._read_many = register(client, "json_many.lua")
 
     @property
     def client(self) -> Redis:
@@ -47,9 +49,9 @@ class RedisJobCheckpoints(JobCheckpoints):
     def read_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
         with unavailable_as(StoreUnavailableError, "read the checkpoints"):
             names = {self._prefix + job: job for job in jobs}
-            values = read_many(self._client, names)
+            values = read_many(self._read_many, names)
         return {
-            names[key]: None if value is None else from_epoch_ms(int(value))
+            names[key]: None if value is None else from_epoch_ms(value)
             for key, value in values.items()
         }
 

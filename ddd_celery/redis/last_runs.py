@@ -20,7 +20,7 @@ class RedisJobLastRuns(JobLastRuns):
 
     A write is one EVALSHA of ``lua/last_run_write.lua``, which compares and sets atomically,
     so writers racing keep the latest occurrence; occurrences are compared to the millisecond.
-    A read is one HGET, ``read_many`` one script per thousand jobs (``lua/hget_many.lua``). The
+    A read is one HGET, ``read_many`` one script per thousand jobs (``lua/json_many.lua``). The
     key never expires. Raises ``StoreUnavailableError`` when Redis cannot be asked.
     """
 
@@ -28,7 +28,7 @@ class RedisJobLastRuns(JobLastRuns):
         self._client = client
         self._prefix = prefix
         self._write = register(client, "last_run_write.lua")
-        self._hget_many = register(client, "hget_many.lua")
+        self._read_many = register(client, "json_many.lua")
 
     @property
     def client(self) -> Redis:
@@ -54,8 +54,8 @@ class RedisJobLastRuns(JobLastRuns):
     def read_many(self, jobs: Iterable[str]) -> dict[str, JobRun | None]:
         with unavailable_as(StoreUnavailableError, "read the last runs"):
             names = {self._prefix + job: job for job in jobs}
-            values = read_many(self._client, names, field="run", script=self._hget_many)
+            records = read_many(self._read_many, names, field="run")
         return {
-            names[key]: None if value is None else run_from_dict(json.loads(value))
-            for key, value in values.items()
+            names[key]: None if record is None else run_from_dict(record)
+            for key, record in records.items()
         }

@@ -29,7 +29,7 @@ class RedisJobRunState(JobRunState):
     behind it, both in epoch ms; the hash expires (PEXPIRE) with the run's time to live, on
     Redis's clock. ``claim``, ``finish`` and ``drop_queued`` are each one EVALSHA of a script
     in ``lua/``, so each is atomic for the job; ``running`` is one HGET, ``running_many`` one
-    script per thousand jobs (``lua/hget_many.lua``). Instants are kept to the millisecond.
+    script per thousand jobs (``lua/json_many.lua``). Instants are kept to the millisecond.
     Raises ``StoreUnavailableError`` when Redis cannot be asked.
     """
 
@@ -39,7 +39,7 @@ class RedisJobRunState(JobRunState):
         self._claim = register(client, "run_claim.lua")
         self._finish = register(client, "run_finish.lua")
         self._drop_queued = register(client, "run_drop_queued.lua")
-        self._hget_many = register(client, "hget_many.lua")
+        self._read_many = register(client, "json_many.lua")
 
     def claim(self, job: str, scheduled_at: datetime, *, queue: bool, ttl_ms: int) -> Claim:
         at = epoch_ms(to_utc(scheduled_at, "scheduled_at"))
@@ -68,9 +68,9 @@ class RedisJobRunState(JobRunState):
     def running_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
         with unavailable_as(StoreUnavailableError, "read the runs in progress"):
             names = {self._prefix + job: job for job in jobs}
-            values = read_many(self._client, names, field="running", script=self._hget_many)
+            values = read_many(self._read_many, names, field="running")
         return {
-            names[key]: None if value is None else from_epoch_ms(int(value))
+            names[key]: None if value is None else from_epoch_ms(value)
             for key, value in values.items()
         }
 
