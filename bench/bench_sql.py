@@ -4,7 +4,11 @@
    (an occurrence each), one at a time; latency of each call.
 2. ``SqlJobStore`` against ``RedisJobStore``: ``add``, then ``claim_job``, then ``complete`` of
    ``--ops`` jobs, one call at a time; latency of each call.
-3. The relay's ``take_due`` on PostgreSQL (and Redis, for scale): ``--relay`` due jobs never
+3. Beat's begin of one occurrence (lock, checkpoint, claim of a job's run), ``--ops`` times on
+   PostgreSQL: the ports asked one after the other (``SqlLock``, ``SqlJobCheckpoints``,
+   ``SqlJobRunState``, as the composed store and beat do) against ``SqlOccurrenceStore.begin``,
+   calls alternating; latency of each call, and the statements and transactions per call.
+4. The relay's ``take_due`` on PostgreSQL (and Redis, for scale): ``--relay`` due jobs never
    dispatched, taken in batches of 500 (the relay's default) until none is left; jobs per
    second. The jobs are inserted before the clock starts.
 
@@ -25,14 +29,25 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import create_engine, insert
+from sqlalchemy import Connection, Engine, create_engine, event, insert
 
 from ddd_celery.background.store import EnqueuedBy, JobLease, JobStatus, JobStore, NewJob
 from ddd_celery.kernel import FixedClock
 from ddd_celery.kernel.lock import Lock
 from ddd_celery.redis import RedisJobStore, RedisLock, connect
-from ddd_celery.sql import SqlJobStore, SqlLock, create_tables, drop_tables
+from ddd_celery.scheduling.occurrence import lock_key
+from ddd_celery.scheduling.occurrence_store import Beginning, occurrence_store
+from ddd_celery.sql import (
+    SqlJobCheckpoints,
+    SqlJobLastRuns,
+    SqlJobRunState,
+    SqlJobStore,
+    SqlLock,
+    create_tables,
+    drop_tables,
+)
 from ddd_celery.sql.connection import to_micros
+from ddd_celery.sql.occurrences import SqlOccurrenceStore
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -119,6 +134,67 @@ def jobs(ops: int, sql: JobStore, redis: JobStore) -> list[str]:
     return [row(f"job store {name}", on_sql[name], on_redis[name]) for name in on_sql]
 
 
+class Counted:
+    """Statements and transactions run on an engine while counting."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.statements = self.transactions = 0
+        self.counting = False
+        event.listen(engine, "before_cursor_execute", self._statement)
+        event.listen(engine, "begin", self._transaction)
+
+    def _statement(self, *_: object) -> None:
+        self.statements += self.counting
+
+    def _transaction(self, _: Connection) -> None:
+        self.transactions += self.counting  # an autocommit statement is one too
+
+
+def beginnings(ops: int, engine: Engine, prefix: str, clock: FixedClock) -> list[str]:
+    lock = SqlLock(engine, clock, prefix=prefix)
+    checkpoints = SqlJobCheckpoints(engine, prefix=prefix)
+    run_state = SqlJobRunState(engine, clock, prefix=prefix)
+    combined = occurrence_store(lock, run_state, checkpoints, SqlJobLastRuns(engine, prefix=prefix))
+    assert isinstance(combined, SqlOccurrenceStore)
+
+    def ports(i: str) -> None:
+        job = f"bench.ports.{i}"
+        assert lock.acquire(lock_key(job, NOW), 60_000) is not None
+        checkpoints.write(job, NOW)
+        run_state.claim(job, NOW, queue=False, ttl_ms=60_000)
+
+    def store(i: str) -> None:
+        job = f"bench.store.{i}"
+        begun = Beginning(job, NOW, lock_key(job, NOW), 60_000, claim=True, queue=False,
+                          run_ttl_ms=60_000)  # fmt: skip
+        combined.begin([begun])
+        assert begun.claimed is not None
+
+    counted = Counted(engine)
+    spent: dict[str, list[float]] = {"ports": [], "store": []}
+    per_call: dict[str, tuple[float, float]] = {}
+    for name, call in (("ports", ports), ("store", store)):  # warm up, then count
+        timed(50, lambda i, call=call: call(f"warm.{i}"))
+        counted.statements = counted.transactions = 0
+        counted.counting = True
+        timed(200, lambda i, call=call: call(f"counted.{i}"))
+        counted.counting = False
+        per_call[name] = (counted.statements / 200, counted.transactions / 200)
+    for i in range(ops):  # alternating, so both see the same load
+        spent["ports"] += timed(1, lambda _, at=i: ports(f"timed.{at}"))
+        spent["store"] += timed(1, lambda _, at=i: store(f"timed.{at}"))
+    p50, p99, _ = summary(spent["ports"])
+    s50, s99, _ = summary(spent["store"])
+    (ps, pt), (ss, st) = per_call["ports"], per_call["store"]
+    return [
+        f"{'ms per call, PostgreSQL':<26} {'ports p50':>9} {'p99':>7}   {'store p50':>9} "
+        f"{'p99':>7}   {'ports/store p50, p99':>20}   statements / transactions per call",
+        f"{'beat begin, 1 occurrence':<26} {p50:9.3f} {p99:7.3f}   {s50:9.3f} {s99:7.3f}   "
+        f"{p50 / s50:13.2f}x {p99 / s99:5.2f}x   ports {ps:.2f} / {pt:.2f}, "
+        f"store {ss:.2f} / {st:.2f}",
+    ]
+
+
 def relay(count: int, sql: SqlJobStore, engine_url: str, prefix: str, redis: JobStore) -> list[str]:
     engine = create_engine(engine_url)
     table = create_tables(engine, prefix).jobs
@@ -184,6 +260,9 @@ def main() -> None:
             SqlJobStore(engine, prefix=prefix),
             RedisJobStore(client, prefix=f"{key_prefix}store:"),
         ):
+            print(line, flush=True)
+        print()
+        for line in beginnings(args.ops, engine, prefix, clock):
             print(line, flush=True)
         print()
         for line in relay(
