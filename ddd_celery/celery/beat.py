@@ -32,6 +32,7 @@ from ddd_celery.celery.beat_entries import BeatScheduleEntryError, job_name_of
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.publish_batch import publish_batch
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
+from ddd_celery.celery.task_messages import TaskMessage, new_task_id
 from ddd_celery.celery.tracing import send_span
 from ddd_celery.declarations.options import OverlapPolicy
 from ddd_celery.declarations.schedule import CronRule
@@ -133,6 +134,8 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self._ready: list[tuple[CeleryJob, Occurrence]] = []
         """Occurrences reached this tick and due now, begun and published together."""
         self._releasing: list[tuple[str, Lease]] = []
+        self._messages: dict[str, TaskMessage | None] = {}
+        """Each declared job's task message, its fixed part built at its first send."""
         self._closed = False
         super().__init__(app, *args, **kwargs)
 
@@ -523,8 +526,11 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         The message expires with the lock: run later than that, another beat could have sent
         the same occurrence again. True once published (or put in the producer's batch).
 
-        ``declared``: the queues a message of this batch already declared, so the others of the
-        batch skip kombu's declaration (its cached check costs a third of a publish).
+        A declared job's message is the one ``send_task`` would send, built from its
+        ``TaskMessage`` (the route, options and fixed headers computed at its first send), where
+        the app allows; otherwise through ``send_task``. ``declared``: the queues a message of
+        this batch already declared through ``send_task``, so the others skip kombu's cached
+        declaration check.
         """
         job, at = item.job, item.occurrence.scheduled_at
         item.correlation_id = correlation_id = self._next_id()
@@ -532,29 +538,70 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             logger.info(
                 "Scheduler: Sending due task %s (%s) of %s", job.name, job.task_name, iso_ms(at)
             )
-        options: dict[str, Any] = {} if producer is None else {"producer": producer}
         try:
             with send_span(job.name, at, correlation_id) as headers:
-                if job.declared:
-                    if declared is not None:
-                        if job.queue in declared:
-                            options["declare"] = []
-                        declared.add(job.queue)
-                    self.app.send_task(
-                        job.task_name,
-                        kwargs=OccurrenceMessage(at, correlation_id).to_kwargs(),
-                        queue=job.queue,
-                        expires=item.expires,
-                        serializer="json",
-                        headers=headers,
-                        **options,
-                    )
-                else:
+                if not job.declared:
                     self._send_entry(job, headers, producer)
+                    return True
+                kwargs = OccurrenceMessage(at, correlation_id).to_kwargs()
+                message = self._message(job)
+                if message is None or not message.fits_here():
+                    self._send_task(item, kwargs, headers, producer, declared)
+                elif producer is None:
+                    with self.app.producer_or_acquire() as held:
+                        message.send(
+                            held, new_task_id(), kwargs, headers=headers, expires=item.expires
+                        )
+                else:
+                    message.send(
+                        producer, new_task_id(), kwargs, headers=headers, expires=item.expires
+                    )
         except Exception as error:
             self._send_failed(item, error, correlation_id)
             return False
         return True
+
+    def _message(self, job: CeleryJob) -> TaskMessage | None:
+        """The job's task message, built at its first send; None where ``send_task`` is used.
+
+        A route that cannot be built (a queue missing from ``task_queues``) leaves the job to
+        ``send_task``, which raises the same error for each occurrence.
+        """
+        try:
+            return self._messages[job.name]
+        except KeyError:
+            pass
+        try:
+            message = TaskMessage.of(self.app, job.task_name, queue=job.queue)
+        except Exception:
+            message = None
+        self._messages[job.name] = message
+        return message
+
+    def _send_task(
+        self,
+        item: _Sending,
+        kwargs: dict[str, str | None],
+        headers: dict[str, str],
+        producer: Any,
+        declared: set[str | None] | None,
+    ) -> None:
+        """The occurrence through Celery's ``send_task``: an app whose own is replaced, say."""
+        job = item.job
+        options: dict[str, Any] = {} if producer is None else {"producer": producer}
+        if declared is not None:
+            if job.queue in declared:
+                options["declare"] = []
+            declared.add(job.queue)
+        self.app.send_task(
+            job.task_name,
+            kwargs=kwargs,
+            queue=job.queue,
+            expires=item.expires,
+            serializer="json",
+            headers=headers,
+            **options,
+        )
 
     def _send_failed(self, item: _Sending, error: Exception, correlation_id: str | None) -> None:
         job, at = item.job, item.occurrence.scheduled_at

@@ -13,24 +13,39 @@ from weakref import WeakKeyDictionary
 
 from ddd_celery.background.publisher import JobPublisher
 from ddd_celery.background.store import Dispatch
+from ddd_celery.celery.task_messages import TaskMessage, new_task_id
 
 JOB_ID = "job_id"
 """The one keyword argument of a background job's task."""
 
 
 _declared: WeakKeyDictionary[Any, set[str]] = WeakKeyDictionary()
-"""The queues each app has declared in this process: declared once, not checked per message."""
+"""The queues each app has declared in this process through ``send_task``: declared once, not
+checked per message."""
+
+_messages: WeakKeyDictionary[Any, dict[tuple[str, str], TaskMessage | None]] = WeakKeyDictionary()
+"""Each app's wake-up message per task and queue, built at its first wake-up (``TaskMessage``)."""
 
 
 def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = None) -> None:
     """Send the task ``name`` to ``queue`` with ``{"job_id": job_id}``, JSON.
 
     ``producer`` is one the caller holds for a batch (the relay); otherwise Celery takes one from
-    its pool for this message. The first wake-up of a queue declares it, as Celery does; the
-    next ones skip kombu's cached declaration check (a tenth of a publish): a queue is the
-    broker's, declared once, and every worker that consumes it declares it too.
+    its pool for this message. The message is the one ``send_task`` would send, its fixed part
+    built once per task and queue (``TaskMessage``), where the app allows it; otherwise
+    ``send_task`` sends it. The first wake-up of a queue declares it, as Celery does; the next
+    ones skip kombu's cached declaration check (a tenth of a publish): a queue is the broker's,
+    declared once, and every worker that consumes it declares it too.
     """
     kwargs = {JOB_ID: job_id}
+    message = _message(app, name, queue)
+    if message is not None and message.fits_here():
+        if producer is None:
+            with app.producer_or_acquire() as held:
+                message.send(held, new_task_id(), kwargs, kwargsrepr=repr(kwargs))
+        else:
+            message.send(producer, new_task_id(), kwargs, kwargsrepr=repr(kwargs))
+        return
     declared = _declared.setdefault(app, set())
     app.send_task(
         name,
@@ -44,6 +59,21 @@ def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = No
         **({"declare": []} if queue in declared else {}),
     )
     declared.add(queue)
+
+
+def _message(app: Any, name: str, queue: str) -> TaskMessage | None:
+    """The wake-up's ``TaskMessage``; None where ``send_task`` sends it (it raises the same)."""
+    messages = _messages.setdefault(app, {})
+    try:
+        return messages[name, queue]
+    except KeyError:
+        pass
+    try:
+        message = TaskMessage.of(app, name, queue=queue, expires_given=False, reprs_given=True)
+    except Exception:
+        message = None
+    messages[name, queue] = message
+    return message
 
 
 class CeleryJobPublisher(JobPublisher):

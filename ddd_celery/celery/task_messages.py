@@ -1,0 +1,406 @@
+"""A task's message as Celery's ``send_task`` builds it, its fixed part computed once per task.
+
+``send_task`` recomputes for every message what does not change from one message of a task to
+the next: the task's own options, the route (``task_routes``, ``task_queues``, the queue's
+exchange, routing key and declaration), the serializer, the delivery mode, the retry policy and
+most of the protocol 2 headers. In beat it was about two thirds of a publish. ``TaskMessage``
+does that once, then each message fills only what is its own (its id, its kwargs, its expiry,
+the trace headers) and goes to the producer's ``publish`` as ``send_task`` would hand it over:
+same headers, properties, body, exchange and routing key, the ``before_task_publish`` and
+``after_task_publish`` signals sent with the same arguments when they have receivers.
+
+Only what always gives the same message takes this path (``TaskMessage.of`` answers None
+otherwise, and the caller uses ``send_task``): an app whose ``send_task`` or task message code is
+Celery's own (a wrapped one, a test's double, is used as it is), protocol 2, no ``task-sent``
+events, routes that name tasks (a router function may route each message apart), and, at each
+message, no task running in this thread (its message would carry the parent's ids).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from celery.app import amqp as celery_amqp
+from celery.app import base as celery_base
+from celery.app.routes import MapRoute
+from celery.backends.base import Backend
+from celery.signals import after_task_publish, before_task_publish, task_sent
+from celery.utils.nodenames import anon_nodename
+from celery.utils.saferepr import saferepr
+from kombu.common import Broadcast
+from kombu.entity import Queue
+from kombu.utils.uuid import uuid
+
+_celery_logger = logging.getLogger(celery_base.__name__)
+
+_SEND_TASK_MESSAGE_ARGUMENTS = frozenset(
+    {
+        "exchange",
+        "routing_key",
+        "queue",
+        "event_dispatcher",
+        "retry",
+        "retry_policy",
+        "serializer",
+        "delivery_mode",
+        "compression",
+        "declare",
+        "headers",
+        "exchange_type",
+        "timeout",
+        "confirm_timeout",
+    }
+)
+"""The options Celery's ``send_task_message`` takes by name; the others become properties."""
+
+_PLAIN_TEXT = re.compile(r"[\w.:+\-]*", re.ASCII)
+"""A string whose ``repr`` is what Celery's ``saferepr`` writes (ids, ISO instants)."""
+
+_SLOT = "<per message>"
+"""Holds a header's place in the template, so each message keeps Celery's order of keys."""
+
+
+def new_task_id() -> str:
+    """A task id as Celery makes one."""
+    return uuid()
+
+
+def _is_celerys(function: Any, module: Any, name: str) -> bool:
+    """Whether ``function`` is the one Celery defines in ``module``, not a wrapper or a double."""
+    code = getattr(function, "__code__", None)
+    return code is not None and code.co_name == name and code.co_filename == module.__file__
+
+
+def _runs_celerys_own_send(app: Any) -> bool:
+    amqp = app.amqp
+    return (
+        _is_celerys(getattr(app.send_task, "__func__", None), celery_base, "send_task")
+        and _is_celerys(
+            getattr(amqp.create_task_message, "__func__", None), celery_amqp, "as_task_v2"
+        )
+        and _is_celerys(amqp.send_task_message, celery_amqp, "send_task_message")
+    )
+
+
+class TaskMessage:
+    """The messages of one task to one destination, as ``send_task`` would publish them.
+
+    Built by ``of`` for the options a caller would give ``send_task``: ``queue``, JSON, and
+    ``expires`` given with each message (beat) or never (the task's own ``expires`` then
+    applies: such a task is left to ``send_task``). ``reprs_given``: the caller gives
+    ``argsrepr`` and ``kwargsrepr`` as options, which Celery also carries as properties.
+    """
+
+    __slots__ = (
+        "_app",
+        "_cached_declaration",
+        "_calls_backend",
+        "_compression",
+        "_confirm_timeout",
+        "_declare",
+        "_delivery_mode",
+        "_exchange",
+        "_headers",
+        "_name",
+        "_origin",
+        "_pid",
+        "_properties",
+        "_queue",
+        "_repr_limits",
+        "_reprs_given",
+        "_retry",
+        "_retry_policy",
+        "_routing_key",
+        "_serializer",
+        "_timelimit",
+        "_timeout",
+    )
+
+    def __init__(
+        self,
+        app: Any,
+        name: str,
+        options: dict[str, Any],
+        *,
+        time_limits: tuple[Any, Any],
+        ignore_result: Any,
+        reprs_given: bool,
+    ) -> None:
+        """Carry out, once, what ``send_task`` and ``send_task_message`` do with ``options``."""
+        conf, amqp = app.conf, app.amqp
+        self._app, self._name, self._reprs_given = app, name, reprs_given
+        named = {
+            key: options.pop(key) for key in list(options) if key in _SEND_TASK_MESSAGE_ARGUMENTS
+        }
+        self._properties = options  # what send_task_message puts in the message's properties
+        exchange, routing_key = named.get("exchange"), named.get("routing_key")
+        queue: Any = named.get("queue")
+        qname = queue
+        if queue is None and exchange is None:
+            queue = amqp.default_queue
+        if queue is not None:
+            if isinstance(queue, str):
+                qname, queue = queue, amqp.queues[queue]
+            else:
+                qname = queue.name
+        delivery_mode = named.get("delivery_mode")
+        if delivery_mode is None:
+            delivery_mode = getattr(getattr(queue, "exchange", None), "delivery_mode", None)
+            delivery_mode = delivery_mode or conf.task_default_delivery_mode
+        exchange_type = named.get("exchange_type")
+        if exchange_type is None:
+            exchange_type = getattr(getattr(queue, "exchange", None), "type", None) or "direct"
+        if (not exchange or not routing_key) and exchange_type == "direct":
+            exchange, routing_key = "", qname
+        elif exchange is None:
+            exchange = queue.exchange.name or amqp.default_exchange
+            routing_key = routing_key or queue.routing_key or conf.task_default_routing_key
+        declare = named.get("declare")
+        if declare is None and queue and not isinstance(queue, Broadcast):
+            declare = [queue]
+        self._declare: list[Any] = list(declare or [])
+        self._cached_declaration = (
+            len(self._declare) == 1
+            and isinstance(self._declare[0], Queue)
+            and self._declare[0].can_cache_declaration
+        )
+        self._queue, self._exchange, self._routing_key = queue, exchange, routing_key
+        self._delivery_mode = delivery_mode
+        retry, retry_policy = named.get("retry"), named.get("retry_policy")
+        self._retry = conf.task_publish_retry if retry is None else retry
+        default_policy = conf.task_publish_retry_policy
+        self._retry_policy = (
+            dict(default_policy, **retry_policy) if retry_policy else dict(default_policy)
+        )
+        self._serializer = named.get("serializer") or conf.task_serializer
+        self._compression = named.get("compression") or conf.task_compression
+        self._timeout, self._confirm_timeout = named.get("timeout"), named.get("confirm_timeout")
+        self._timelimit = time_limits
+        self._pid, self._origin = os.getpid(), anon_nodename()
+        self._headers = {
+            "lang": "py",
+            "task": name,
+            "id": _SLOT,
+            "shadow": None,
+            "eta": None,
+            "expires": None,
+            "group": None,
+            "group_index": None,
+            "retries": 0,
+            "timelimit": _SLOT,
+            "root_id": _SLOT,
+            "parent_id": None,
+            "argsrepr": "()",
+            "kwargsrepr": _SLOT,
+            "origin": _SLOT,
+            "ignore_result": ignore_result,
+            "replaced_task_nesting": 0,
+            "stamped_headers": None,
+            "stamps": _SLOT,
+        }
+        self._repr_limits = (amqp.kwargsrepr_maxsize, conf.task_repr_maxlevels)
+        self._calls_backend = not ignore_result and (
+            type(app.backend).on_task_call is not Backend.on_task_call
+        )
+
+    @classmethod
+    def of(
+        cls,
+        app: Any,
+        name: str,
+        *,
+        queue: str | None,
+        expires_given: bool = True,
+        reprs_given: bool = False,
+    ) -> TaskMessage | None:
+        """The messages ``send_task(name, kwargs=..., queue=queue, serializer="json")`` sends.
+
+        None when this app or task cannot be sent this way: use ``send_task``. Raises what
+        ``send_task`` would raise for every message (a queue missing from ``task_queues``).
+        """
+        conf = app.conf
+        if (
+            conf.task_protocol != 2
+            or conf.task_send_sent_event
+            or conf.task_always_eager
+            or not _runs_celerys_own_send(app)
+        ):
+            return None
+        router = app.amqp.router
+        if not all(isinstance(route, MapRoute) for route in router.routes):
+            return None
+        options: dict[str, Any] = {"queue": queue, "serializer": "json"}
+        if reprs_given:
+            options.update(argsrepr="()", kwargsrepr=_SLOT)
+        # As send_task: the registered task's own options, under the caller's.
+        task_type = app._tasks.get(name)
+        get_exec_options = getattr(task_type, "_get_exec_options", None)
+        if get_exec_options is not None and hasattr(get_exec_options, "__self__"):
+            own = {key: value for key, value in get_exec_options().items() if value is not None}
+            options = dict(own, **options)
+        time_limits = (options.pop("time_limit", None), options.pop("soft_time_limit", None))
+        if options.pop("expires", None) is not None and not expires_given:
+            return None
+        ignore_result = options.pop("ignore_result", None)
+        options = router.route(options, name, (), {}, task_type)
+        if "headers" in options or "stamped_headers" in options or "expiration" in options:
+            return None  # a route that sets these: send_task merges them message by message
+        return cls(
+            app,
+            name,
+            options,
+            time_limits=time_limits,
+            ignore_result=ignore_result,
+            reprs_given=reprs_given,
+        )
+
+    def fits_here(self) -> bool:
+        """False within a running task (its message would carry the parent's ids): send_task."""
+        return (
+            self._app.current_worker_task is None and not celery_amqp._callback_publish_retry.get()
+        )
+
+    def send(
+        self,
+        producer: Any,
+        task_id: str,
+        kwargs: dict[str, Any],
+        *,
+        headers: Mapping[str, str] | None = None,
+        expires: datetime | None = None,
+        kwargsrepr: str | None = None,
+    ) -> None:
+        """Publish one message through ``producer`` (in its publish batch, if one is open).
+
+        Raises what ``send_task`` raises: kombu's ``OperationalError`` for a broker that cannot
+        be reached.
+        """
+        if kwargsrepr is None:
+            kwargsrepr = self._kwargs_repr(kwargs)
+        message_headers = self._headers.copy()
+        message_headers["id"] = message_headers["root_id"] = task_id
+        message_headers["timelimit"] = list(self._timelimit)
+        message_headers["kwargsrepr"] = kwargsrepr
+        message_headers["origin"] = self._origin_here()
+        message_headers["stamps"] = {}
+        properties = {"correlation_id": task_id, "reply_to": self._app.thread_oid}
+        properties.update(self._properties)
+        if self._reprs_given:
+            properties["kwargsrepr"] = kwargsrepr
+        if expires is not None:
+            message_headers["expires"] = expires.isoformat()
+            properties["expiration"] = self._seconds_left(task_id, expires)
+        if headers:
+            message_headers.update(headers)
+        body = ((), kwargs, {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
+        declare = self._declaration(producer)
+        retry_policy = dict(self._retry_policy)
+        name, exchange, routing_key = self._name, self._exchange, self._routing_key
+        with producer.connection._reraise_as_library_errors():
+            if self._calls_backend:
+                self._app.backend.on_task_call(producer, task_id)
+            if before_task_publish.receivers:
+                before_task_publish.send(
+                    sender=name,
+                    body=body,
+                    exchange=exchange,
+                    routing_key=routing_key,
+                    declare=declare,
+                    headers=message_headers,
+                    properties=properties,
+                    retry_policy=retry_policy,
+                )
+            producer.publish(
+                body,
+                exchange=exchange,
+                routing_key=routing_key,
+                serializer=self._serializer,
+                compression=self._compression,
+                retry=self._retry,
+                retry_policy=retry_policy,
+                delivery_mode=self._delivery_mode,
+                declare=declare,
+                headers=message_headers,
+                timeout=self._timeout,
+                confirm_timeout=self._confirm_timeout,
+                **properties,
+            )
+            if after_task_publish.receivers:
+                after_task_publish.send(
+                    sender=name,
+                    body=body,
+                    headers=message_headers,
+                    exchange=exchange,
+                    routing_key=routing_key,
+                )
+            if task_sent.receivers:  # Celery's deprecated signal, sent as send_task sends it
+                task_sent.send(
+                    sender=name,
+                    task_id=task_id,
+                    task=name,
+                    args=body[0],
+                    kwargs=kwargs,
+                    eta=None,
+                    taskset=None,
+                )
+
+    def _declaration(self, producer: Any) -> list[Any]:
+        """What to declare: nothing once kombu has declared the queue on this connection.
+
+        The check kombu's ``maybe_declare`` makes, without its retry wrapper and the copy of the
+        queue it binds for each message.
+        """
+        if self._cached_declaration:
+            channel = producer.channel
+            connection = getattr(channel, "connection", None)
+            if (
+                connection is not None
+                and hash(self._declare[0]) in connection.client.declared_entities
+            ):
+                return []
+        return list(self._declare)
+
+    def _kwargs_repr(self, kwargs: Mapping[str, Any]) -> str:
+        """What Celery's ``saferepr`` writes of ``kwargs``: ``repr`` where that is the same."""
+        plain = _PLAIN_TEXT.fullmatch
+        if all(
+            type(key) is str
+            and plain(key)
+            and (value is None or (type(value) is str and plain(value)))
+            for key, value in kwargs.items()
+        ):
+            text = repr(kwargs)
+            if len(text) <= self._repr_limits[0]:
+                return text
+        maxsize, maxlevels = self._repr_limits
+        return str(saferepr(kwargs, maxsize, maxlevels=maxlevels))
+
+    def _origin_here(self) -> str:
+        """The sending node, as Celery names it; again in a process forked since."""
+        pid = os.getpid()
+        if pid != self._pid:
+            self._pid, self._origin = pid, anon_nodename()
+        return str(self._origin)
+
+    def _seconds_left(self, task_id: str, expires: datetime) -> float:
+        """The message's TTL, as ``send_task`` computes it: 0, with its warning, when past."""
+        seconds = (expires - datetime.now(UTC)).total_seconds()
+        if seconds < 0:
+            _celery_logger.warning(
+                f"{task_id} has an expiration date in the past ({-seconds}s ago).\n"
+                "We assume this is intended and so we have set the "
+                "expiration date to 0 instead.\n"
+                "According to RabbitMQ's documentation:\n"
+                '"Setting the TTL to 0 causes messages to be expired upon '
+                "reaching a queue unless they can be delivered to a "
+                'consumer immediately."\n'
+                "If this was unintended, please check the code which "
+                "published this task."
+            )
+            return 0
+        return seconds

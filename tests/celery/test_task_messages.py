@@ -1,0 +1,362 @@
+"""Beat's publish and the relay's wake-up: the message ``send_task`` would send, byte for byte.
+
+``TaskMessage`` builds a task's message once and fills each one's own fields; these tests send
+the same occurrence both ways to the real Redis broker and compare what lands in the queue,
+field by field: only the ids (task id, delivery tag) and the TTL left may differ. Signals are
+sent as ``send_task`` sends them, ``task_routes`` and ``task_queues`` are honored, and what this
+path cannot reproduce is left to ``send_task``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from celery import Celery
+from celery._state import _task_stack
+from celery.signals import after_task_publish, before_task_publish
+from celery_support import AppFactory
+from kombu import Exchange, Queue
+from kombu.exceptions import OperationalError
+from redis import Redis
+
+from ddd_celery.celery import install_jobs
+from ddd_celery.celery.background.publisher import send_wakeup
+from ddd_celery.celery.beat import JobBeatScheduler
+from ddd_celery.celery.message import OccurrenceMessage
+from ddd_celery.celery.registry import jobs_of
+from ddd_celery.celery.task_messages import TaskMessage, new_task_id
+from ddd_celery.declarations import ScheduledJobDeclaration, parse_job_schedule
+from ddd_celery.kernel.clock import FixedClock
+from ddd_celery.kernel.lock import InMemoryLock
+from ddd_celery.scheduling.outcomes import Outcome
+
+TASK = "reports.build"
+KWARGS = {
+    "scheduled_at": "2026-03-02T10:00:00.000Z",
+    "correlation_id": "4f1c2a9e-0b7d-4e0a-9c55-1d2e3f405162",
+    "tenant_id": None,
+}
+TRACE = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+
+
+class ReportsJob:
+    def run(self, execution: object) -> None:
+        return None
+
+
+def queued(redis_client: Redis, prefix: str, queue: str) -> list[dict[str, Any]]:
+    """The raw messages of ``queue``, oldest first, their bodies decoded, ids set aside.
+
+    What differs from one publish to the next by nature: the task id (``id``,
+    ``correlation_id``, and ``root_id`` where it is the task's own), kombu's delivery tag and
+    the TTL left (``expiration``, in ms, compared in seconds). A message with a priority is in
+    the queue's list of that priority.
+    """
+    raws = [
+        raw
+        for key in sorted(redis_client.scan_iter(match=f"{prefix}{queue}*"))
+        if key == f"{prefix}{queue}".encode() or key.startswith(f"{prefix}{queue}\x06\x16".encode())
+        for raw in reversed(redis_client.lrange(key, 0, -1))
+    ]
+    messages = []
+    for raw in raws:
+        message = json.loads(raw)
+        message["body"] = json.loads(base64.b64decode(message["body"]))
+        headers, properties = message["headers"], message["properties"]
+        task_id = headers.pop("id")
+        assert task_id == properties.pop("correlation_id")
+        if headers["root_id"] == task_id:  # a task sent from no other task is its own root
+            headers.pop("root_id")
+        assert uuid.UUID(properties.pop("delivery_tag"))
+        if "expiration" in properties:
+            message["ttl_s"] = round(int(properties.pop("expiration")) / 1000)
+        messages.append(message)
+    return messages
+
+
+def register(app: Celery, **options: Any) -> None:
+    """A task like a job's: bound, JSON, no result kept."""
+
+    def build(task: Any, **kwargs: Any) -> None:
+        return None
+
+    app.task(build, name=TASK, bind=True, shared=False, ignore_result=True, **options)
+
+
+def next_hour() -> datetime:
+    return datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+
+
+def beat_sends_one(app: Celery, *, timeout_ms: int | None = None, on_run: Any = None) -> datetime:
+    """Install a job of every hour on ``app`` and let its beat send the next hour's occurrence.
+
+    The next hour of the real clock, so the message's expiry is ahead, as in a beat; returns it.
+    """
+    at = next_hour()
+    clock = FixedClock(at - timedelta(seconds=1))
+    schedule = {"every": "1h"} if timeout_ms is None else {"every": "1h", "timeout_ms": timeout_ms}
+    declaration = ScheduledJobDeclaration(TASK, "reports", parse_job_schedule(schedule), ReportsJob)
+    install_jobs(
+        app,
+        jobs=[declaration],
+        lock=InMemoryLock(clock),
+        environ={},
+        start=True,
+        clock=clock,
+        on_run=on_run,
+    )
+    scheduler = JobBeatScheduler(app=app)
+    scheduler.tick()
+    clock.advance(1_000)
+    scheduler.tick()
+    scheduler.close()
+    return at
+
+
+def send_both_ways(
+    app: Celery, queue: str | None, expires: datetime, headers: dict[str, str]
+) -> None:
+    """The occurrence through ``TaskMessage`` first, then through ``send_task``."""
+    message = TaskMessage.of(app, TASK, queue=queue)
+    assert message is not None
+    with app.producer_or_acquire() as producer:
+        message.send(producer, new_task_id(), dict(KWARGS), headers=headers, expires=expires)
+    app.send_task(
+        TASK,
+        kwargs=dict(KWARGS),
+        queue=queue,
+        expires=expires,
+        serializer="json",
+        headers=headers,
+    )
+
+
+ROUTES: dict[str, tuple[dict[str, Any], dict[str, Any], str | None, str]] = {
+    "the job's queue": ({}, {}, "reports", "reports"),
+    "the default queue": ({}, {}, None, "default-q"),
+    "task_routes: queue, routing key and priority": (
+        {"task_routes": {TASK: {"queue": "routed", "routing_key": "routed", "priority": 3}}},
+        {},
+        None,
+        "routed",
+    ),
+    "task_queues: a topic exchange": (
+        {
+            "task_queues": [Queue("topical", Exchange("reports-x", type="topic"), "reports.#")],
+            "task_routes": {TASK: {"queue": "topical", "routing_key": "reports.monthly"}},
+        },
+        {},
+        None,
+        "topical",
+    ),
+    "the task's time limits and options": (
+        {},
+        {"soft_time_limit": 30.0, "time_limit": 35.0, "serializer": "json", "priority": 7},
+        "reports",
+        "reports",
+    ),
+}
+
+
+@pytest.mark.parametrize("route", list(ROUTES), ids=list(ROUTES))
+def test_a_task_message_is_the_one_send_task_sends(
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str, route: str
+) -> None:
+    settings, task_options, queue, lands_in = ROUTES[route]
+    app = make_app(task_default_queue="default-q", **settings)
+    register(app, **task_options)
+    expires = datetime.now(UTC) + timedelta(minutes=16)
+
+    send_both_ways(app, queue, expires, TRACE)
+
+    light, celerys = queued(redis_client, redis_prefix, lands_in)
+    assert light == celerys
+    assert light["ttl_s"] == 960
+    assert light["body"] == [
+        [],
+        KWARGS,
+        {"callbacks": None, "errbacks": None, "chain": None, "chord": None},
+    ]
+    assert light["headers"]["traceparent"] == TRACE["traceparent"]
+    assert light["headers"]["expires"] == expires.isoformat()
+
+
+def test_keys_come_in_the_order_send_task_writes_them(
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str
+) -> None:
+    app = make_app()
+    register(app)
+
+    send_both_ways(app, "reports", datetime.now(UTC) + timedelta(minutes=1), TRACE)
+
+    light, celerys = queued(redis_client, redis_prefix, "reports")
+    for part in ("headers", "properties"):
+        assert list(light[part]) == list(celerys[part])
+
+
+def test_beat_publishes_an_occurrence_as_send_task_did(
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str
+) -> None:
+    """Beat on the real broker, then ``send_task`` with what beat sent it with before."""
+    app = make_app()
+    at = beat_sends_one(app, timeout_ms=60_000)
+    job = jobs_of(app).job(TASK)
+    (sent,) = queued(redis_client, redis_prefix, "reports")
+    expires = datetime.fromisoformat(sent["headers"]["expires"])
+
+    app.send_task(
+        job.task_name,
+        kwargs=sent["body"][1],
+        queue=job.queue,
+        expires=expires,
+        serializer="json",
+        headers={},
+    )
+
+    beats, celerys = queued(redis_client, redis_prefix, "reports")
+    assert beats == celerys
+    assert beats["ttl_s"] > 0
+    assert OccurrenceMessage.from_kwargs(beats["body"][1]).scheduled_at == at
+
+
+def test_the_relays_wake_up_is_the_one_send_task_sent(
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str
+) -> None:
+    app = make_app()
+    register(app)
+
+    send_wakeup(app, TASK, "jobs", "job-1")
+    app.send_task(
+        TASK,
+        kwargs={"job_id": "job-1"},
+        queue="jobs",
+        serializer="json",
+        argsrepr="()",
+        kwargsrepr=repr({"job_id": "job-1"}),
+    )
+
+    light, celerys = queued(redis_client, redis_prefix, "jobs")
+    assert light == celerys
+    assert light["properties"]["kwargsrepr"] == "{'job_id': 'job-1'}"  # as Celery carries it
+
+
+@pytest.fixture
+def published() -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    """What ``before_task_publish`` and ``after_task_publish`` received, in order."""
+    received: list[tuple[str, dict[str, Any]]] = []
+
+    def before(sender: Any = None, **kwargs: Any) -> None:
+        kwargs["headers"]["added-by-a-receiver"] = "yes"  # as OpenTelemetry's injects its trace
+        received.append(("before", {"sender": sender, **kwargs}))
+
+    def after(sender: Any = None, **kwargs: Any) -> None:
+        received.append(("after", {"sender": sender, **kwargs}))
+
+    before_task_publish.connect(before, weak=False)
+    after_task_publish.connect(after, weak=False)
+    yield received
+    before_task_publish.disconnect(before)
+    after_task_publish.disconnect(after)
+
+
+def _without_ids(signal: tuple[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    name, kwargs = signal
+    kwargs = dict(kwargs, headers=dict(kwargs["headers"]))
+    kwargs.pop("signal")
+    for key in ("id", "root_id"):
+        kwargs["headers"].pop(key)
+    if "properties" in kwargs:
+        properties = kwargs["properties"] = dict(kwargs["properties"])
+        properties.pop("correlation_id")
+        properties["expiration"] = round(properties["expiration"])
+    kwargs.pop("declare", None)  # [] once kombu has declared the queue on the connection
+    return name, kwargs
+
+
+def test_publish_signals_are_sent_as_send_task_sends_them(
+    make_app: AppFactory,
+    redis_client: Redis,
+    redis_prefix: str,
+    published: list[tuple[str, dict[str, Any]]],
+) -> None:
+    app = make_app()
+    register(app)
+
+    send_both_ways(app, "reports", datetime.now(UTC) + timedelta(minutes=1), TRACE)
+
+    assert [name for name, _ in published] == ["before", "after", "before", "after"]
+    assert [_without_ids(signal) for signal in published[:2]] == [
+        _without_ids(signal) for signal in published[2:]
+    ]
+    assert published[0][1]["sender"] == TASK
+    assert published[0][1]["routing_key"] == "reports"
+    light, celerys = queued(redis_client, redis_prefix, "reports")
+    assert light == celerys
+    assert light["headers"]["added-by-a-receiver"] == "yes"
+
+
+def test_beat_sends_its_publish_signals(
+    make_app: AppFactory, published: list[tuple[str, dict[str, Any]]]
+) -> None:
+    at = beat_sends_one(make_app())
+
+    assert [name for name, _ in published] == ["before", "after"]
+    kwargs = published[0][1]["body"][1]
+    assert OccurrenceMessage.from_kwargs(kwargs).scheduled_at == at
+
+
+def test_a_broker_that_cannot_be_reached_fails_as_send_task_fails(
+    make_app: AppFactory, closed_port_url: str
+) -> None:
+    """The occurrence is recorded failed, with kombu's error, and its run state freed."""
+    app = make_app(
+        broker_url=closed_port_url,
+        task_publish_retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0},
+    )
+    runs: list[tuple[Outcome, BaseException | None]] = []
+
+    beat_sends_one(app, on_run=lambda run, error, detail: runs.append((run.outcome, error)))
+
+    registry = jobs_of(app)
+    ((outcome, error),) = runs
+    assert outcome is Outcome.FAILED
+    assert isinstance(error, OperationalError)
+    assert registry.run_state.running(TASK) is None
+
+
+def test_what_cannot_be_sent_alike_is_left_to_send_task(make_app: AppFactory) -> None:
+    def by_function(name: str, args: Any, kwargs: Any, options: Any, task: Any = None) -> Any:
+        return {"queue": "elsewhere"}
+
+    assert TaskMessage.of(make_app(), TASK, queue="reports") is not None
+    assert TaskMessage.of(make_app(task_routes=[by_function]), TASK, queue="reports") is None
+    assert TaskMessage.of(make_app(task_protocol=1), TASK, queue="reports") is None
+    assert TaskMessage.of(make_app(task_send_sent_event=True), TASK, queue="reports") is None
+    replaced = make_app()
+    replaced.send_task = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    assert TaskMessage.of(replaced, TASK, queue="reports") is None
+
+
+def test_a_wake_up_sent_within_a_running_task_carries_its_parent_as_send_task_does(
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str
+) -> None:
+    app = make_app()
+    register(app)
+    parent = app.tasks[TASK]
+    parent.push_request(id="parent-id", root_id="root-id", called_directly=False)
+    _task_stack.push(parent)
+    try:
+        send_wakeup(app, TASK, "jobs", "job-1")
+    finally:
+        _task_stack.pop()
+        parent.pop_request()
+
+    (sent,) = queued(redis_client, redis_prefix, "jobs")
+    assert sent["headers"]["parent_id"] == "parent-id"
+    assert sent["headers"]["root_id"] == "root-id"
