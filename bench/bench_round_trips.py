@@ -13,7 +13,7 @@ run, deleted at the end.
    ``SET NX PX``.
 3. p99 from an instant to its publish, 100 jobs of every second due together, one beat on the
    real clock for ``--seconds``: a message counts as published when the producer's batch is
-   flushed, not when ``send_task`` returns.
+   flushed, not when kombu's ``Producer.publish`` returns.
 4. ``celery jobs list`` at 10,000 jobs whose stores hold a record for each, beyond importing the
    app, against the floor of one read per job and store (what it did before).
 5. Beat's set-up at 10,000 jobs with a checkpoint each, against Celery's ``PersistentScheduler``
@@ -57,6 +57,7 @@ from typing import Any, ClassVar
 from celery import Celery
 from celery.beat import PersistentScheduler
 from celery.schedules import crontab
+from kombu import Producer
 from redis import ConnectionPool, Redis
 from redis.connection import Connection
 
@@ -315,13 +316,14 @@ def due_together(jobs: int, seconds: float) -> list[float]:
     scheduler = JobBeatScheduler(app=beat_app)
     sent: list[str] = []
     delays: list[float] = []
-    publish = beat_app.send_task
+    publish = Producer.publish
 
-    def send_task(name: str, *args: Any, **kwargs: Any) -> Any:
-        sent.append(kwargs["kwargs"]["scheduled_at"])
-        return publish(name, *args, **kwargs)
+    def recording_publish(producer: Any, body: Any, *args: Any, **kwargs: Any) -> Any:
+        """Beat's publishes, whichever way beat builds its messages: the instant they carry."""
+        sent.append(body[1]["scheduled_at"])
+        return publish(producer, body, *args, **kwargs)
 
-    beat_app.send_task = send_task
+    Producer.publish = recording_publish  # type: ignore[method-assign]
     batch = beat_module.publish_batch
 
     @contextlib.contextmanager
@@ -347,6 +349,7 @@ def due_together(jobs: int, seconds: float) -> list[float]:
                 pipe.execute()
     finally:
         beat_module.publish_batch = batch  # type: ignore[assignment]
+        Producer.publish = publish  # type: ignore[method-assign]
         scheduler.close()
         reset()
     return delays[jobs:]  # the first instant pays for connecting to the broker
