@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -44,11 +44,12 @@ from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.errors import JobAbortedError, JobTimeoutError
 from ddd_celery.scheduling.execution import (
     Attempt,
-    JobCallable,
+    AttemptResult,
     deadline_of,
     not_run,
     ran,
     run_attempt,
+    run_attempt_sync,
     tenants_of,
 )
 from ddd_celery.scheduling.occurrence import run_ttl_ms
@@ -330,6 +331,23 @@ def on_task_revoked(
     end_run(sender.app, registry, job, message.scheduled_at)
 
 
+def is_async_job(job: CeleryJob) -> bool:
+    """Whether the job's ``run`` is a coroutine function; asked once per class."""
+    found = _ASYNC.get(job.job_class)
+    if found is None:
+        found = _ASYNC[job.job_class] = inspect.iscoroutinefunction(
+            getattr(job.job_class, "run", None)
+        )
+    return found
+
+
+_ASYNC: dict[type | None, bool] = {}
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
 def run_now(target: Any, name: str) -> JobRun:
     """Run the job ``name`` once in this process, as a worker would, and raise what it raised.
 
@@ -432,7 +450,8 @@ class OccurrenceRun:
         with run_span(
             attempt.job, attempt.scheduled_at, attempt.correlation_id, carrier=self._carrier
         ) as span:
-            self._scope = TraceparentScope(self._registry.scope, span.traceparent)
+            if span.traceparent is not None:
+                self._scope = TraceparentScope(self._registry.scope, span.traceparent)
             record, error = self._run()
             span.conclude(record)
         return record, error
@@ -453,8 +472,7 @@ class OccurrenceRun:
             RUNS.add(self)  # a worker's run: its stop gives it grace_ms, then aborts it
         try:
             try:
-                run = self._callable()
-                result = run_in_thread_loop(run_attempt(self._attempt, run, self._scope))
+                result = self._attempted()
                 error, tenant = result.error, result.tenant_id
             except SoftTimeLimitExceeded as exceeded:
                 # Raised outside the job (an async job's loop, between two tenants).
@@ -467,14 +485,16 @@ class OccurrenceRun:
             if watchdog is not None:
                 WATCHDOG.cancel(watchdog)
 
-    def _callable(self) -> JobCallable:
-        """``run(execution)`` of a job built for each tenant's run, inside that run's scope.
+    def _attempted(self) -> AttemptResult:
+        """Run the job for each tenant, each built anew inside that run's scope.
 
-        A soft time limit interrupting the job becomes the run's ``JobTimeoutError`` before
-        ``run_attempt`` sees it, so the signal is aborted and no further tenant starts.
+        An async job runs on this thread's loop; a sync one is called right here, no loop at
+        all (``run_attempt_sync``). A soft time limit interrupting the job becomes the run's
+        ``JobTimeoutError`` before the attempt sees it, so the signal is aborted and no further
+        tenant starts.
         """
         registry, job = self._registry, self._job
-        if inspect.iscoroutinefunction(getattr(job.job_class, "run", None)):
+        if is_async_job(job):
 
             async def run_async(execution: JobExecution) -> Any:
                 try:
@@ -482,15 +502,18 @@ class OccurrenceRun:
                 except SoftTimeLimitExceeded as exceeded:
                     raise self._timed_out(exceeded) from exceeded
 
-            return run_async
+            return run_in_thread_loop(run_attempt(self._attempt, run_async, self._scope))
 
         def run_sync(execution: JobExecution) -> Any:
             try:
-                return registry.build(job).run(execution)
+                result = registry.build(job).run(execution)
+                if inspect.isawaitable(result):
+                    return run_in_thread_loop(_awaited(result))
+                return result
             except SoftTimeLimitExceeded as exceeded:
                 raise self._timed_out(exceeded) from exceeded
 
-        return run_sync
+        return run_attempt_sync(self._attempt, run_sync, self._scope)
 
     def _watchdog(self) -> Watch | None:
         """A watch that times the run out at its deadline, on pools without time limits.

@@ -20,7 +20,9 @@ Attributes are namespaced ``ddd_celery.*`` (``ddd_celery.job``, ``ddd_celery.sch
 ``ddd_celery.error_type``), as OpenTelemetry asks of attributes outside its conventions; a
 failed run sets the span's status to error with its code and ``error.type``, never the error's
 message (it quotes data). Without the package nothing is traced, nothing of it is imported, and
-a ``traceparent`` a message carries is still put in the scope as it came.
+a ``traceparent`` a message carries is still put in the scope as it came. With the package but
+no tracer provider set, a run with no parent (none current, none in the message) starts no span:
+OpenTelemetry's would be the invalid one, and building it cost more than a short job.
 """
 
 from __future__ import annotations
@@ -135,6 +137,10 @@ def run_span(
         else trace.get_current_span(sent).get_span_context()
     )
     current = trace.get_current_span().get_span_context()
+    if not (current.is_valid or message.is_valid) and not _recording():
+        # No parent and no SDK: the span would be the invalid one, as when nothing is current.
+        yield RunSpan(received)
+        return
     parent = current if current.is_valid else message
     links = (
         [trace.Link(message)] if message.is_valid and message.trace_id != parent.trace_id else []
@@ -169,6 +175,13 @@ class TraceparentScope(ExecutionScope):
 
     def current(self) -> ExecutionContext | None:
         return self._scope.current()
+
+
+def _recording() -> bool:
+    """Whether a tracer provider is set that may record spans: without one (no SDK, or
+    OpenTelemetry's no-op provider) a span has no context of its own, only its parent's."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 def _traceparent_of_current() -> str | None:

@@ -1,8 +1,9 @@
 """Running one occurrence of a job: its scope, its tenants, its outcome.
 
 Shared by the drivers that run jobs: the in-process scheduler awaits it on its loop (sync jobs
-in a worker thread), a Celery worker runs it with ``asyncio.run`` (sync jobs in the task's own
-thread, where the soft time limit can interrupt them).
+in a worker thread); a Celery worker runs an async job on its thread's loop and a sync one with
+``run_attempt_sync``, in the task's own thread (where the soft time limit can interrupt it) and
+with no loop at all.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ddd_celery.scheduling.errors import InvalidJobScheduleError
 from ddd_celery.scheduling.outcomes import JobRun, Outcome, context_of, error_code_of
 
 SCHEDULE_ORIGIN = "schedule"
+_MS = timedelta(milliseconds=1)
 
 JobCallable = Callable[[JobExecution], Any]
 """What a scheduler runs: ``run(execution)``, sync or async."""
@@ -85,6 +87,9 @@ class AttemptResult:
     tenant_id: str | None
 
 
+SUCCEEDED = AttemptResult(None, None)
+
+
 async def run_attempt(
     attempt: Attempt,
     run: JobCallable,
@@ -103,13 +108,7 @@ async def run_attempt(
             # The abort is the occurrence's (timeout, stop), not this tenant's: it never ran.
             first = first or AttemptResult(attempt.signal.reason, None)
             break
-        execution = JobExecution(
-            scheduled_at=attempt.scheduled_at,
-            started_at=attempt.started_at,
-            signal=attempt.signal,
-            attempt=attempt.attempt,
-            tenant_id=tenant,
-        )
+        execution = execution_for(attempt, tenant)
         with scope.open(context_for(attempt, tenant)):
             try:
                 result = await run(execution) if is_async else await call_sync(run, execution)
@@ -117,7 +116,40 @@ async def run_attempt(
                     await result
             except Exception as error:
                 first = first or AttemptResult(error, tenant)
-    return first or AttemptResult(None, None)
+    return first or SUCCEEDED
+
+
+def run_attempt_sync(
+    attempt: Attempt, run: Callable[[JobExecution], object], scope: ExecutionScope
+) -> AttemptResult:
+    """``run_attempt`` of a sync job, called in this thread with no event loop.
+
+    A loop run per message costs more than a short job (a task, a signal handler, two turns
+    of the loop); a sync job does not need one. ``run`` awaits what it returns, if it must.
+    """
+    first: AttemptResult | None = None
+    for tenant in attempt.tenants:
+        if attempt.signal.aborted:
+            first = first or AttemptResult(attempt.signal.reason, None)
+            break
+        execution = execution_for(attempt, tenant)
+        with scope.open(context_for(attempt, tenant)):
+            try:
+                run(execution)
+            except Exception as error:
+                first = first or AttemptResult(error, tenant)
+    return first or SUCCEEDED
+
+
+def execution_for(attempt: Attempt, tenant: str | None) -> JobExecution:
+    """What the job is given for the run of ``tenant``."""
+    return JobExecution(
+        scheduled_at=attempt.scheduled_at,
+        started_at=attempt.started_at,
+        signal=attempt.signal,
+        attempt=attempt.attempt,
+        tenant_id=tenant,
+    )
 
 
 def context_for(attempt: Attempt, tenant: str | None) -> ExecutionContext:
@@ -142,7 +174,7 @@ def ran(
         scheduled_at=attempt.scheduled_at,
         outcome=Outcome.SUCCEEDED if error is None else Outcome.FAILED,
         started_at=attempt.started_at,
-        duration_ms=(ended_at - attempt.started_at) / timedelta(milliseconds=1),
+        duration_ms=(ended_at - attempt.started_at) / _MS,
         error_code=None if error is None else error_code_of(error),
         error_type=None if error is None else type(error).__name__,
         correlation_id=attempt.correlation_id,

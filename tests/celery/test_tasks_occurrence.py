@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -96,6 +98,43 @@ def test_a_run_that_returns_is_logged_counted_and_observed_as_succeeded(
     ]
     assert metrics.counter(RUNS_COUNTER) == 1
     assert len(metrics.observations(DURATION_HISTOGRAM, job=SYNC)) == 1
+
+
+def test_a_sync_job_runs_in_the_task_s_thread_with_no_event_loop_and_what_it_returns_is_awaited(
+    make_app: AppFactory, runs: Runs
+) -> None:
+    """A sync job costs no loop per message; one whose ``run`` returns an awaitable still
+    has it awaited, and what it raises fails the run."""
+    seen: list[object] = []
+
+    async def late(execution: JobExecution) -> None:
+        seen.append(asyncio.get_running_loop())
+        raise DomainError("REFUSED", "the awaited part refused")
+
+    def behaviour(execution: JobExecution) -> Any:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            seen.append(None)
+        return late(execution)
+
+    class Returning(SyncProbeJob):
+        def run(self, execution: JobExecution) -> Any:  # type: ignore[override]
+            self.probe.run(execution)
+            return behaviour(execution)
+
+    probe = Probe()
+    app, registry = wire(make_app, probe, runs)
+    registry.jobs = {**registry.jobs, SYNC: replace(registry.jobs[SYNC], job_class=Returning)}
+
+    run_message(app, SYNC, (), MESSAGE)
+
+    [seen_thread] = probe.seen
+    assert seen_thread.thread == threading.current_thread().name
+    assert seen[0] is None
+    assert isinstance(seen[1], asyncio.AbstractEventLoop)
+    [record] = runs.records
+    assert (record.outcome, record.error_code) == ("failed", "REFUSED")
 
 
 def test_a_job_that_raises_is_failed_with_its_code_and_the_worker_goes_on(
