@@ -78,11 +78,8 @@ def list_jobs(ctx: click.Context, as_json: bool) -> None:
     stores = _Stores()
     lister = _Lister(registry, now, _Known.read(registry, stores))
     if as_json:
-        click.echo(
-            _as_json(
-                ctx, now, [lister.data(job) for job in registry.jobs.values()], registry, stores
-            )
-        )
+        listed = [lister.json(job) for job in registry.jobs.values()]
+        click.echo(_as_json(ctx, now, listed, registry, stores))
     elif not registry.jobs:
         click.echo(_no_jobs(ctx))
     else:
@@ -245,13 +242,16 @@ def _job(registry: CeleryJobs, name: str) -> CeleryJob:
 
 @dataclass(frozen=True, slots=True)
 class _Scheduled:
-    """What every job on one schedule shows alike."""
+    """What every job on one schedule shows alike, in the table and in ``--json``."""
 
     description: str
     enabled: bool
-    time_zone: str
     next_utc: str | None
     next_local: str | None
+    json_schedule: str
+    """The lines of ``schedule``, ``time_zone`` and ``enabled`` in a job's JSON object."""
+    json_next: str
+    """The lines of ``next_run_at`` and ``next_run_local``."""
 
 
 class _Lister:
@@ -270,6 +270,7 @@ class _Lister:
         self._has_last_runs = registry.last_runs is not None
         self._schedules: dict[tuple[IntervalRule | CronRule, bool], _Scheduled] = {}
         self._instants: dict[datetime, str] = {}
+        self._encoded: dict[object, str] = {}
 
     def row(self, job: CeleryJob) -> tuple[str, ...]:
         """The job's row of the table."""
@@ -286,21 +287,21 @@ class _Lister:
             self._last_outcome(job)[0],
         )
 
-    def data(self, job: CeleryJob) -> dict[str, Any]:
-        """The job as ``--json`` gives it."""
+    def json(self, job: CeleryJob) -> str:
+        """The job's object in the ``--json`` document, as ``json.dumps(..., indent=2)`` writes
+        it there.
+
+        Each distinct value is encoded once: with an indent, the standard encoder is pure Python
+        and took 0.2 s for ten thousand jobs, most of whose values repeat from job to job.
+        """
         scheduled = self._scheduled(job)
-        return {
-            "name": job.name,
-            "schedule": scheduled.description,
-            "time_zone": scheduled.time_zone,
-            "enabled": scheduled.enabled,
-            "queue": job.queue,
-            "next_run_at": scheduled.next_utc,
-            "next_run_local": scheduled.next_local,
-            "running": self._running(job)[1],
-            "last_handled": self._last_handled(job)[1],
-            "last_outcome": self._last_outcome(job)[1],
-        }
+        return (
+            f'    {{\n      "name": {json.dumps(job.name)},\n{scheduled.json_schedule}'
+            f'      "queue": {self._json(job.queue)},\n{scheduled.json_next}'
+            f'      "running": {self._json(self._running(job)[1])},\n'
+            f'      "last_handled": {self._json(self._last_handled(job)[1])},\n'
+            f'      "last_outcome": {self._json(self._last_outcome(job)[1])}\n    }}'
+        )
 
     def _scheduled(self, job: CeleryJob) -> _Scheduled:
         schedule = job.schedule
@@ -309,14 +310,29 @@ class _Lister:
         if scheduled is None:
             zone = zone_of(job)
             at = next_run_at(job, self._now)
+            next_utc = None if at is None else self._instant(at)
+            next_local = None if at is None else local_time(at, zone)
             scheduled = self._schedules[key] = _Scheduled(
                 schedule.description,
                 schedule.options.enabled,
-                str(zone),
-                None if at is None else self._instant(at),
-                None if at is None else local_time(at, zone),
+                next_utc,
+                next_local,
+                _json_lines(
+                    schedule=schedule.description,
+                    time_zone=str(zone),
+                    enabled=schedule.options.enabled,
+                ),
+                _json_lines(next_run_at=next_utc, next_run_local=next_local),
             )
         return scheduled
+
+    def _json(self, value: str | dict[str, Any] | None) -> str:
+        """``value`` as JSON at a job's depth, encoded once per distinct value."""
+        key = tuple(value.items()) if isinstance(value, dict) else value
+        text = self._encoded.get(key)
+        if text is None:
+            text = self._encoded[key] = _json(value, 3)
+        return text
 
     def _instant(self, at: datetime) -> str:
         text = self._instants.get(at)
@@ -400,57 +416,39 @@ def _no_jobs(ctx: click.Context) -> str:
 def _as_json(
     ctx: click.Context,
     now: datetime,
-    listed: list[dict[str, Any]],
+    listed: list[str],
     registry: CeleryJobs,
     stores: _Stores,
 ) -> str:
-    """The listing as ``json.dumps(..., indent=2)`` writes it."""
+    """The listing as ``json.dumps(..., indent=2)`` writes it, each job's object given as text."""
     adapters = {
         RUN_STATE: registry.run_state,
         CHECKPOINTS: registry.checkpoints,
         LAST_RUNS: registry.last_runs,
     }
-    document = {
-        "app": getattr(ctx.obj.app, "main", None),
-        "now": iso_ms(now),
-        "jobs": listed,
-        "stores": {
-            name.replace(" ", "_"): {
-                "adapter": None if adapter is None else type(adapter).__name__,
-                "unavailable": (
-                    _why(stores.unavailable[name][1]) if name in stores.unavailable else None
-                ),
-            }
-            for name, adapter in adapters.items()
-        },
+    asked = {
+        name.replace(" ", "_"): {
+            "adapter": None if adapter is None else type(adapter).__name__,
+            "unavailable": (
+                _why(stores.unavailable[name][1]) if name in stores.unavailable else None
+            ),
+        }
+        for name, adapter in adapters.items()
     }
-    items = [
-        f"  {json.dumps(key)}: {_jobs_json(listed) if key == 'jobs' else _json(value, 1)}"
-        for key, value in document.items()
-    ]
-    return "{\n" + ",\n".join(items) + "\n}"
+    jobs = "[\n" + ",\n".join(listed) + "\n  ]" if listed else "[]"
+    return (
+        f'{{\n  "app": {_json(getattr(ctx.obj.app, "main", None), 1)},\n'
+        f'  "now": {_json(iso_ms(now), 1)},\n'
+        f'  "jobs": {jobs},\n'
+        f'  "stores": {_json(asked, 1)}\n}}'
+    )
 
 
-def _jobs_json(listed: list[dict[str, Any]]) -> str:
-    """The jobs as ``json.dumps(..., indent=2)`` writes them inside the document.
-
-    Each distinct value of a key is encoded once: with an indent, the standard encoder is pure
-    Python and took 0.2 s for ten thousand jobs, where most values repeat from job to job.
-    """
-    if not listed:
-        return "[]"
-    encoded: dict[tuple[str, type, Any], str] = {}
-    jobs = []
-    for job in listed:
-        items = []
-        for key, value in job.items():
-            known = (key, type(value), tuple(value.items()) if type(value) is dict else value)
-            text = encoded.get(known)
-            if text is None:
-                text = encoded[known] = f"      {json.dumps(key)}: {_json(value, 3)}"
-            items.append(text)
-        jobs.append("    {\n" + ",\n".join(items) + "\n    }")
-    return "[\n" + ",\n".join(jobs) + "\n  ]"
+def _json_lines(**values: Any) -> str:
+    """The lines of ``values`` in a job's JSON object, each ending with its comma."""
+    return "".join(
+        f"      {json.dumps(key)}: {_json(value, 3)},\n" for key, value in values.items()
+    )
 
 
 def _json(value: Any, depth: int) -> str:
