@@ -76,6 +76,13 @@ def send_span(
     if not TRACING:
         yield {}
         return
+    headers: dict[str, str] = {}
+    if not _recording() and not trace.get_current_span().get_span_context().is_valid:
+        # No SDK and no parent: the span would be the invalid one, which carries no traceparent.
+        # The propagators still inject what the context holds (baggage).
+        propagate.inject(headers)
+        yield headers
+        return
     tracer = trace.get_tracer(TRACER_NAME)
     with tracer.start_as_current_span(
         SEND_SPAN,
@@ -84,7 +91,6 @@ def send_span(
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
-        headers: dict[str, str] = {}
         propagate.inject(headers)
         try:
             yield headers
