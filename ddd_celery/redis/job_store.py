@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from importlib import resources
@@ -92,11 +92,12 @@ class RedisJobStore(JobStore):
         return _text(kept)
 
     def claim_job(self, job_id: str, *, now: datetime, lease_ms: int) -> ClaimedJob | None:
-        expires = _ms(now, "now") + _positive(lease_ms)
-        token = uuid.uuid4().hex
+        at = _ms(now, "now")
+        expires = at + _positive(lease_ms)
         with unavailable_as(StoreUnavailableError, f"claim the job {job_id!r}"):
             reply = self._claim(
-                keys=[self._job_key(job_id)], args=[self._prefix, job_id, _ms(now), token, expires]
+                keys=[self._job_key(job_id)],
+                args=[self._prefix, job_id, at, _token(), expires],
             )
         return None if reply is None else _claimed(reply)
 
@@ -105,12 +106,11 @@ class RedisJobStore(JobStore):
     ) -> list[ClaimedJob]:
         if not queues or limit <= 0:
             return []
-        expires = _ms(now, "now") + _positive(lease_ms)
+        at = _ms(now, "now")
+        expires = at + _positive(lease_ms)
         keys = [f"{self._prefix}queue:{queue}" for queue in queues]
         with unavailable_as(StoreUnavailableError, f"claim the due jobs of {list(queues)}"):
-            replies = self._claim_due(
-                keys=keys, args=[self._prefix, _ms(now), expires, limit, uuid.uuid4().hex]
-            )
+            replies = self._claim_due(keys=keys, args=[self._prefix, at, expires, limit, _token()])
         return [_claimed(reply) for reply in replies]
 
     def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
@@ -267,6 +267,11 @@ def _register(client: Redis, name: str) -> Script:
     return client.register_script(library + lua.joinpath(name).read_text(encoding="utf-8"))
 
 
+def _token() -> str:
+    """A lease's token: 128 random bits in hex (a uuid4's hex without its object)."""
+    return os.urandom(16).hex()
+
+
 def _reach(tenant_id: str | None) -> str:
     """The scripts' tenant filter: ``*`` reaches every job, ``=<tenant>`` that tenant's."""
     return "*" if tenant_id is None else f"={tenant_id}"
@@ -308,10 +313,11 @@ def _require_lease(kept: int, lease: JobLease, doing: str) -> None:
 
 
 def _claimed(reply: bytes | str) -> ClaimedJob:
-    """A claim script's reply: the job's hash as one JSON array of field, value, ..."""
-    flat = json.loads(reply)
-    record = dict(zip(flat[::2], flat[1::2], strict=True))
-    job = _job(record)
+    """A claim script's reply: the job's record, its JSON fields already values (``claim`` in
+    ``lua/job_lib.lua``), read with one ``json.loads``."""
+    values = json.loads(reply)
+    record = values["record"]
+    job = _job(record, values)
     expires_at = from_epoch_ms(int(record["lease_expires_at"]))
     return ClaimedJob(job, JobLease(job.id, job.attempts, record["lease_token"], expires_at))
 
@@ -330,19 +336,18 @@ def _instant(record: Mapping[str, str], field: str) -> datetime | None:
     return None if value is None else from_epoch_ms(int(value))
 
 
-def _json(record: Mapping[str, str], field: str) -> JsonValue:
-    value = record.get(field)
-    return None if value is None else json.loads(value)
-
-
-def _job(record: Mapping[str, str]) -> StoredJob:
-    by = json.loads(record["enqueued_by"])
+def _job(record: Mapping[str, str], values: Mapping[str, Any] | None = None) -> StoredJob:
+    """The job of ``record`` (its hash); its JSON fields read from ``values`` when given (a
+    claim's reply), else parsed from the record."""
+    if values is None:
+        values = {field: json.loads(record[field]) for field in _JSON_FIELDS if field in record}
+    by = values["enqueued_by"]
     return StoredJob(
         id=record["id"],
         name=record["name"],
         queue=record["queue"],
         status=JobStatus(record["status"]),
-        payload=json.loads(record["payload"]),
+        payload=values["payload"],
         enqueued_at=from_epoch_ms(int(record["enqueued_at"])),
         run_at=from_epoch_ms(int(record["run_at"])),
         attempts=int(record["attempts"]),
@@ -354,10 +359,14 @@ def _job(record: Mapping[str, str]) -> StoredJob:
             traceparent=by.get("traceparent"),
         ),
         idempotency_key=record.get("idempotency_key"),
-        progress=_json(record, "progress"),
-        checkpoint=_json(record, "checkpoint"),
+        progress=values.get("progress"),
+        checkpoint=values.get("checkpoint"),
         last_error_code=record.get("last_error_code"),
         last_error_type=record.get("last_error_type"),
         lease_expires_at=_instant(record, "lease_expires_at"),
         finished_at=_instant(record, "finished_at"),
     )
+
+
+_JSON_FIELDS = ("payload", "enqueued_by", "progress", "checkpoint")
+"""The fields of a job's hash that hold JSON (``claim`` in ``lua/job_lib.lua`` splices them)."""

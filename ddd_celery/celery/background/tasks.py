@@ -34,6 +34,7 @@ from ddd_celery.background.attempt import (
     run_claimed_sync,
 )
 from ddd_celery.background.errors import AttemptsExhaustedError, UnknownBackgroundJobError
+from ddd_celery.background.observability import BackgroundJobRun
 from ddd_celery.background.rules import RunStatus
 from ddd_celery.background.store import ClaimedJob, JobStatus
 from ddd_celery.celery.background.message import read_job_id
@@ -134,9 +135,11 @@ class Attempt:
             claimed.lease, job=claimed.job.name, controller=self._controller
         ) as kept:
             outcome = self._attempt()
+        if kept.lease is not claimed.lease:  # extended by a beat: the conclusion names the latest
+            claimed = ClaimedJob(claimed.job, kept.lease)
         conclusion = conclude(
             registry.store,
-            ClaimedJob(claimed.job, kept.lease),
+            claimed,
             outcome,
             options=self._declaration.options,
             now=registry.clock.now(),
@@ -144,17 +147,8 @@ class Attempt:
         )
         registry.recorder.record(conclusion.run, conclusion.error)
         run = conclusion.run
-        failure = f"{run.error_code} ({run.error_type})"
-        where = f"{run.job} {run.job_id} attempt {run.attempt}/{claimed.job.max_attempts}"
-        if run.status is RunStatus.DEAD:
-            raise AttemptsExhaustedError(f"{where} failed with {failure}: dead", job=run.job)
-        if run.status is RunStatus.RETRIED:
-            retry = "" if run.retry_at is None else f", retried at {iso_ms(run.retry_at)}"
-            raise AttemptFailedError(
-                f"{where} failed with {failure}{retry}",
-                job=run.job,
-                code=run.error_code or UNEXPECTED_ERROR,
-            )
+        if run.status is RunStatus.DEAD or run.status is RunStatus.RETRIED:
+            _raise_failed(run, claimed.job.max_attempts)
 
     def _attempt(self) -> AttemptOutcome:
         """Run the job; the watchdog aborts its signal at ``timeout_ms`` on pools without limits.
@@ -202,6 +196,20 @@ class Attempt:
         )
         self._controller.abort(timeout)
         return self._controller.signal.reason or timeout
+
+
+def _raise_failed(run: BackgroundJobRun, max_attempts: int) -> None:
+    """End the task in ``FAILURE`` for a failed attempt, once it is recorded."""
+    failure = f"{run.error_code} ({run.error_type})"
+    where = f"{run.job} {run.job_id} attempt {run.attempt}/{max_attempts}"
+    if run.status is RunStatus.DEAD:
+        raise AttemptsExhaustedError(f"{where} failed with {failure}: dead", job=run.job)
+    retry = "" if run.retry_at is None else f", retried at {iso_ms(run.retry_at)}"
+    raise AttemptFailedError(
+        f"{where} failed with {failure}{retry}",
+        job=run.job,
+        code=run.error_code or UNEXPECTED_ERROR,
+    )
 
 
 def _explain_no_claim(registry: BackgroundJobs, name: str, job_id: str) -> None:

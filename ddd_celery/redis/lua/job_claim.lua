@@ -10,13 +10,14 @@
 --   ARGV[4]  the lease's token (random, new for this claim).
 --   ARGV[5]  the lease's expiry, epoch ms.
 -- Returns
---   the job's hash after the claim (a JSON array: field, value, ...), its attempts counting
---   this one; or nil, changing nothing, when the job is unknown, not due, running or finished.
-local job = read_job(ARGV[2])
+--   the job's record after the claim (a JSON object, see claim in job_lib.lua), its attempts
+--   counting this one; or nil, changing nothing, when the job is unknown, not due, running or
+--   finished.
+local job, record = read_record(ARGV[2])
 if not job or not claimable(job) then
   return false
 end
 if job.run_at > tonumber(ARGV[3]) then
   return false
 end
-return claim(job, ARGV[4], ARGV[5])
+return claim(job, record, ARGV[4], ARGV[5])

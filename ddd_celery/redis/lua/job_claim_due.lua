@@ -10,8 +10,8 @@
 --   ARGV[4]  how many jobs at most.
 --   ARGV[5]  the leases' token stem: job i's lease is `<stem>:<i>`.
 -- Returns
---   the hashes of the jobs claimed (each a JSON array: field, value, ...), in the order of
---   their run_at.
+--   the records of the jobs claimed (each a JSON object, see claim in job_lib.lua), in the
+--   order of their run_at.
 local limit = tonumber(ARGV[4])
 local due = {}
 for _, queue in ipairs(KEYS) do
@@ -31,9 +31,9 @@ for _, entry in ipairs(due) do
   if #claimed >= limit then
     break
   end
-  local job = read_job(entry.id)
+  local job, record = read_record(entry.id)
   if job and claimable(job) then
-    claimed[#claimed + 1] = claim(job, ARGV[5] .. ':' .. #claimed, ARGV[3])
+    claimed[#claimed + 1] = claim(job, record, ARGV[5] .. ':' .. #claimed, ARGV[3])
   end
 end
 return claimed

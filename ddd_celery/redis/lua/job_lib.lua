@@ -99,15 +99,49 @@ local function finish(job, to, now)
   redis.call('ZADD', P .. 'finished', now, job.id)
 end
 
--- Claim a claimable job for an attempt under lease `token` until `expires`; its record after,
--- as one JSON array (field, value, ...): one bulk string is read far faster than an HGETALL
--- reply of thirty.
-local function claim(job, token, expires)
+-- A claimable job's record, read whole for a claim: the fields a script decides on (as
+-- read_job gives them), and every field by name; nil for an unknown job.
+local function read_record(id)
+  local flat = redis.call('HGETALL', job_key(id))
+  if #flat == 0 then
+    return nil
+  end
+  local r = {}
+  for i = 1, #flat, 2 do
+    r[flat[i]] = flat[i + 1]
+  end
+  local job = {
+    id = id, status = r.status, queue = r.queue, enqueued_at = r.enqueued_at,
+    attempts = tonumber(r.attempts), max_attempts = tonumber(r.max_attempts),
+    lease_token = r.lease_token, tenant = r.tenant, idempotency_key = r.idempotency_key,
+    name = r.name, run_at = tonumber(r.run_at),
+  }
+  return job, r
+end
+
+-- The fields of a record that hold JSON, spliced into a claim's reply as they are.
+local JSON_FIELDS = {'payload', 'enqueued_by', 'progress', 'checkpoint'}
+
+-- Claim a claimable job (its record `r` from read_record) for an attempt under lease `token`
+-- until `expires`. Returns its record after the claim as one JSON object: its JSON fields as
+-- JSON values, the others as strings; one bulk string that Python reads with one json.loads,
+-- far faster than an HGETALL reply of thirty whose JSON fields are parsed one by one.
+local function claim(job, r, token, expires)
   unindex(job)
   redis.call('ZADD', P .. 'leases', expires, job.id)
-  move(job, 'running',
-    {'attempts', job.attempts + 1, 'lease_token', token, 'lease_expires_at', expires})
-  return cjson.encode(redis.call('HGETALL', job_key(job.id)))
+  local attempts = job.attempts + 1
+  move(job, 'running', {'attempts', attempts, 'lease_token', token, 'lease_expires_at', expires})
+  r.status, r.attempts, r.lease_token, r.lease_expires_at =
+    'running', tostring(attempts), token, tostring(expires)
+  local parts = {}
+  for _, field in ipairs(JSON_FIELDS) do
+    if r[field] then
+      parts[#parts + 1] = '"' .. field .. '":' .. r[field]
+      r[field] = nil
+    end
+  end
+  parts[#parts + 1] = '"record":' .. cjson.encode(r)
+  return '{' .. table.concat(parts, ',') .. '}'
 end
 
 -- The running job `id` when `token` is its lease, or nil (the lease is lost).
