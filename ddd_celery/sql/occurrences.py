@@ -28,15 +28,16 @@ class SqlOccurrenceStore(OccurrenceStore):
     """``SqlLock``, ``SqlJobRunState`` and, when given, ``SqlJobCheckpoints`` and
     ``SqlJobLastRuns`` on one database, their tables unchanged, each operation one transaction.
 
-    ``begin`` takes every lock of the batch, then writes the checkpoints of those taken, then
-    claims their run states, then releases the old leases. Each row sees the same operations in
-    the same order as asking the ports occurrence by occurrence would (a lock held elsewhere
-    stops its occurrence there), and each table's rows are taken in key order, so two beats
-    beginning overlapping batches on PostgreSQL wait for each other instead of deadlocking. The
-    transaction commits whole or not at all: one that fails fails every occurrence of the batch
-    in the lock (``failed_in``), the token each would have had kept, since a failed COMMIT may
-    still have been written. The lock's expiries are on the lock's clock, the runs' on the run
-    state's, as with the separate stores.
+    ``begin`` sweeps the expired locks when due, takes every lock of the batch and releases the
+    old leases (one pass, a lease's release after any acquire of its key), then writes the
+    checkpoints of the occurrences that go on, then claims their runs. Each row sees the same
+    operations in the same order as asking the ports occurrence by occurrence would (a lock held
+    elsewhere stops its occurrence there), and each table's rows are taken in key order, so two
+    beats beginning overlapping batches on PostgreSQL wait for each other instead of
+    deadlocking. The transaction commits whole or not at all: one that fails fails every
+    occurrence of the batch in the lock (``failed_in``), the token each would have had kept,
+    since a failed COMMIT may still have been written. The lock's expiries are on the lock's
+    clock, the runs' on the run state's, as with the separate stores.
     """
 
     def __init__(
