@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from celery._state import get_current_worker_task
 from celery.app import amqp as celery_amqp
 from celery.app import base as celery_base
 from celery.app.routes import MapRoute
@@ -58,8 +58,6 @@ _SEND_TASK_MESSAGE_ARGUMENTS = frozenset(
 )
 """The options Celery's ``send_task_message`` takes by name; the others become properties."""
 
-_PLAIN_TEXT = re.compile(r"[\w.:+\-]*", re.ASCII)
-"""A string whose ``repr`` is what Celery's ``saferepr`` writes (ids, ISO instants)."""
 
 _SLOT = "<per message>"
 """Holds a header's place in the template, so each message keeps Celery's order of keys."""
@@ -85,6 +83,10 @@ def _runs_celerys_own_send(app: Any) -> bool:
         )
         and _is_celerys(amqp.send_task_message, celery_amqp, "send_task_message")
     )
+
+
+def _reprs_alike(text: str) -> bool:
+    return text.isprintable() and "'" not in text and "\\" not in text
 
 
 class TaskMessage:
@@ -164,10 +166,11 @@ class TaskMessage:
         if declare is None and queue and not isinstance(queue, Broadcast):
             declare = [queue]
         self._declare: list[Any] = list(declare or [])
+        only = self._declare[0] if len(self._declare) == 1 else None
         self._cached_declaration = (
-            len(self._declare) == 1
-            and isinstance(self._declare[0], Queue)
-            and self._declare[0].can_cache_declaration
+            hash(only)
+            if isinstance(only, Queue) and only.name and only.can_cache_declaration
+            else None
         )
         self._queue, self._exchange, self._routing_key = queue, exchange, routing_key
         self._delivery_mode = delivery_mode
@@ -261,9 +264,7 @@ class TaskMessage:
 
     def fits_here(self) -> bool:
         """False within a running task (its message would carry the parent's ids): send_task."""
-        return (
-            self._app.current_worker_task is None and not celery_amqp._callback_publish_retry.get()
-        )
+        return get_current_worker_task() is None and not celery_amqp._callback_publish_retry.get()
 
     def send(
         self,
@@ -355,27 +356,29 @@ class TaskMessage:
         The check kombu's ``maybe_declare`` makes, without its retry wrapper and the copy of the
         queue it binds for each message.
         """
-        if self._cached_declaration:
-            channel = producer.channel
-            connection = getattr(channel, "connection", None)
+        if self._cached_declaration is not None:
+            connection = getattr(producer.channel, "connection", None)
             if (
                 connection is not None
-                and hash(self._declare[0]) in connection.client.declared_entities
+                and self._cached_declaration in connection.client.declared_entities
             ):
                 return []
         return list(self._declare)
 
     def _kwargs_repr(self, kwargs: Mapping[str, Any]) -> str:
-        """What Celery's ``saferepr`` writes of ``kwargs``: ``repr`` where that is the same."""
-        plain = _PLAIN_TEXT.fullmatch
+        """What Celery's ``saferepr`` writes of ``kwargs``: ``repr`` where that is the same.
+
+        ``saferepr`` quotes a string as ``repr`` does unless it holds a quote, a backslash or a
+        character ``repr`` escapes, and cuts nothing shorter than its limit.
+        """
         if all(
             type(key) is str
-            and plain(key)
-            and (value is None or (type(value) is str and plain(value)))
+            and _reprs_alike(key)
+            and (value is None or (type(value) is str and _reprs_alike(value)))
             for key, value in kwargs.items()
         ):
             text = repr(kwargs)
-            if len(text) <= self._repr_limits[0]:
+            if len(text) < self._repr_limits[0]:
                 return text
         maxsize, maxlevels = self._repr_limits
         return str(saferepr(kwargs, maxsize, maxlevels=maxlevels))
