@@ -12,9 +12,11 @@ of the job's zone, which is what a cron is read on.
 
 from __future__ import annotations
 
+import gc
 import json
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any, TypeVar
@@ -76,16 +78,17 @@ def list_jobs(ctx: click.Context, as_json: bool) -> None:
     registry = _registry(ctx)
     now = registry.clock.now()
     stores = _Stores()
-    lister = _Lister(registry, now, _Known.read(registry, stores))
-    if as_json:
-        listed = [lister.json(job) for job in registry.jobs.values()]
-        click.echo(_as_json(ctx, now, listed, registry, stores))
-    elif not registry.jobs:
-        click.echo(_no_jobs(ctx))
-    else:
-        _table([COLUMNS, *(lister.row(job) for job in registry.jobs.values())])
-        for note in _notes(registry):
-            click.echo(note)
+    with _cycles_not_collected():
+        lister = _Lister(registry, now, _Known.read(registry, stores))
+        if as_json:
+            listed = [lister.json(job) for job in registry.jobs.values()]
+            click.echo(_as_json(ctx, now, listed, registry, stores))
+        elif not registry.jobs:
+            click.echo(_no_jobs(ctx))
+        else:
+            _table([COLUMNS, *(lister.row(job) for job in registry.jobs.values())])
+            for note in _notes(registry):
+                click.echo(note)
     for store, (adapter, error) in stores.unavailable.items():
         click.echo(f"The {store} ({adapter}) could not be asked: {_why(error)}", err=True)
     if stores.unavailable:
@@ -155,6 +158,23 @@ def run_now_command(ctx: click.Context, name: str, show_traceback: bool) -> None
             click.echo("--traceback shows the error's message and traceback", err=True)
         ctx.exit(1)
     click.echo(f"{name} succeeded {ran}")
+
+
+@contextmanager
+def _cycles_not_collected() -> Iterator[None]:
+    """The cyclic garbage collector held while a listing reads the stores and builds its rows.
+
+    Ten thousand jobs make some 200,000 objects that live until the listing is written, none in
+    a cycle; the collections they set off walk the whole app, and were a third of the listing's
+    CPU at 10,000 jobs. Reference counting frees them all the same.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def zone_of(job: CeleryJob) -> tzinfo:
