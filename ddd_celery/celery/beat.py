@@ -66,6 +66,8 @@ LISTED_AT_START = 50
 """How many jobs beat logs one by one at start; past that, a line says how many more."""
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
+_UNBUILT = TaskMessage.__new__(TaskMessage)
+"""A job whose task message is not built yet."""
 
 RETRY_MS = 60_000
 """How long a job whose next instant could not be computed waits before beat tries again."""
@@ -562,15 +564,15 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         return True
 
     def _message(self, job: CeleryJob) -> TaskMessage | None:
-        """The job's task message, built at its first send; None where ``send_task`` is used.
+        """The job's task message, built at its first send (again when the app's routes change);
+        None where ``send_task`` is used.
 
         A route that cannot be built (a queue missing from ``task_queues``) leaves the job to
         ``send_task``, which raises the same error for each occurrence.
         """
-        try:
-            return self._messages[job.name]
-        except KeyError:
-            pass
+        message = self._messages.get(job.name, _UNBUILT)
+        if message is None or (message is not _UNBUILT and message.is_current()):
+            return message
         try:
             message = TaskMessage.of(self.app, job.task_name, queue=job.queue)
         except Exception:

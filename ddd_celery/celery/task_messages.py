@@ -23,6 +23,7 @@ import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from celery._state import get_current_worker_task
 from celery.app import amqp as celery_amqp
@@ -74,6 +75,72 @@ def _is_celerys(function: Any, module: Any, name: str) -> bool:
     return code is not None and code.co_name == name and code.co_filename == module.__file__
 
 
+def _reprs_alike(text: str) -> bool:
+    return text.isprintable() and "'" not in text and "\\" not in text
+
+
+_origin: list[str] = []
+"""This process's node name, as Celery's ``origin`` header gives it; forgotten in a child."""
+os.register_at_fork(after_in_child=_origin.clear)
+
+
+def _origin_here() -> str:
+    if not _origin:
+        _origin.append(str(anon_nodename()))
+    return _origin[0]
+
+
+class _AppSending:
+    """What ``send_task`` reads of an app's configuration for every message, read once.
+
+    Celery's own ``send_task_message`` reads the same settings once too, when it is made.
+    """
+
+    __slots__ = (
+        "amqp",
+        "backend_calls",
+        "compression",
+        "default_delivery_mode",
+        "default_routing_key",
+        "repr_limits",
+        "retry",
+        "retry_policy",
+        "router",
+        "serializer",
+    )
+
+    def __init__(self, app: Any) -> None:
+        conf, amqp = app.conf, app.amqp
+        self.amqp, self.router = amqp, amqp.router
+        self.retry = conf.task_publish_retry
+        self.retry_policy = dict(conf.task_publish_retry_policy)
+        self.serializer, self.compression = conf.task_serializer, conf.task_compression
+        self.default_delivery_mode = conf.task_default_delivery_mode
+        self.default_routing_key = conf.task_default_routing_key
+        self.repr_limits = (amqp.kwargsrepr_maxsize, conf.task_repr_maxlevels)
+        self.backend_calls = type(app.backend).on_task_call is not Backend.on_task_call
+
+    @staticmethod
+    def of(app: Any) -> _AppSending | None:
+        """The app's, built once (again when its routes change); None if ``send_task`` sends."""
+        router = app.amqp.router
+        built = _sendings.get(app)
+        if built is None or built[0] is not router:
+            conf = app.conf
+            usable = (
+                conf.task_protocol == 2
+                and not conf.task_send_sent_event
+                and not conf.task_always_eager
+                and _runs_celerys_own_send(app)
+                and all(isinstance(route, MapRoute) for route in router.routes)
+            )
+            built = _sendings[app] = (router, _AppSending(app) if usable else None)
+        return built[1]
+
+
+_sendings: WeakKeyDictionary[Any, tuple[Any, _AppSending | None]] = WeakKeyDictionary()
+
+
 def _runs_celerys_own_send(app: Any) -> bool:
     amqp = app.amqp
     return (
@@ -83,10 +150,6 @@ def _runs_celerys_own_send(app: Any) -> bool:
         )
         and _is_celerys(amqp.send_task_message, celery_amqp, "send_task_message")
     )
-
-
-def _reprs_alike(text: str) -> bool:
-    return text.isprintable() and "'" not in text and "\\" not in text
 
 
 class TaskMessage:
@@ -109,15 +172,13 @@ class TaskMessage:
         "_exchange",
         "_headers",
         "_name",
-        "_origin",
-        "_pid",
         "_properties",
-        "_queue",
         "_repr_limits",
         "_reprs_given",
         "_retry",
         "_retry_policy",
         "_routing_key",
+        "_sending",
         "_serializer",
         "_timelimit",
         "_timeout",
@@ -126,6 +187,7 @@ class TaskMessage:
     def __init__(
         self,
         app: Any,
+        sending: _AppSending,
         name: str,
         options: dict[str, Any],
         *,
@@ -134,8 +196,8 @@ class TaskMessage:
         reprs_given: bool,
     ) -> None:
         """Carry out, once, what ``send_task`` and ``send_task_message`` do with ``options``."""
-        conf, amqp = app.conf, app.amqp
-        self._app, self._name, self._reprs_given = app, name, reprs_given
+        amqp = sending.amqp
+        self._app, self._sending, self._name, self._reprs_given = app, sending, name, reprs_given
         named = {
             key: options.pop(key) for key in list(options) if key in _SEND_TASK_MESSAGE_ARGUMENTS
         }
@@ -153,7 +215,7 @@ class TaskMessage:
         delivery_mode = named.get("delivery_mode")
         if delivery_mode is None:
             delivery_mode = getattr(getattr(queue, "exchange", None), "delivery_mode", None)
-            delivery_mode = delivery_mode or conf.task_default_delivery_mode
+            delivery_mode = delivery_mode or sending.default_delivery_mode
         exchange_type = named.get("exchange_type")
         if exchange_type is None:
             exchange_type = getattr(getattr(queue, "exchange", None), "type", None) or "direct"
@@ -161,7 +223,7 @@ class TaskMessage:
             exchange, routing_key = "", qname
         elif exchange is None:
             exchange = queue.exchange.name or amqp.default_exchange
-            routing_key = routing_key or queue.routing_key or conf.task_default_routing_key
+            routing_key = routing_key or queue.routing_key or sending.default_routing_key
         declare = named.get("declare")
         if declare is None and queue and not isinstance(queue, Broadcast):
             declare = [queue]
@@ -172,19 +234,17 @@ class TaskMessage:
             if isinstance(only, Queue) and only.name and only.can_cache_declaration
             else None
         )
-        self._queue, self._exchange, self._routing_key = queue, exchange, routing_key
+        self._exchange, self._routing_key = exchange, routing_key
         self._delivery_mode = delivery_mode
         retry, retry_policy = named.get("retry"), named.get("retry_policy")
-        self._retry = conf.task_publish_retry if retry is None else retry
-        default_policy = conf.task_publish_retry_policy
+        self._retry = sending.retry if retry is None else retry
         self._retry_policy = (
-            dict(default_policy, **retry_policy) if retry_policy else dict(default_policy)
+            dict(sending.retry_policy, **retry_policy) if retry_policy else sending.retry_policy
         )
-        self._serializer = named.get("serializer") or conf.task_serializer
-        self._compression = named.get("compression") or conf.task_compression
+        self._serializer = named.get("serializer") or sending.serializer
+        self._compression = named.get("compression") or sending.compression
         self._timeout, self._confirm_timeout = named.get("timeout"), named.get("confirm_timeout")
         self._timelimit = time_limits
-        self._pid, self._origin = os.getpid(), anon_nodename()
         self._headers = {
             "lang": "py",
             "task": name,
@@ -206,10 +266,8 @@ class TaskMessage:
             "stamped_headers": None,
             "stamps": _SLOT,
         }
-        self._repr_limits = (amqp.kwargsrepr_maxsize, conf.task_repr_maxlevels)
-        self._calls_backend = not ignore_result and (
-            type(app.backend).on_task_call is not Backend.on_task_call
-        )
+        self._repr_limits = sending.repr_limits
+        self._calls_backend = not ignore_result and sending.backend_calls
 
     @classmethod
     def of(
@@ -226,16 +284,8 @@ class TaskMessage:
         None when this app or task cannot be sent this way: use ``send_task``. Raises what
         ``send_task`` would raise for every message (a queue missing from ``task_queues``).
         """
-        conf = app.conf
-        if (
-            conf.task_protocol != 2
-            or conf.task_send_sent_event
-            or conf.task_always_eager
-            or not _runs_celerys_own_send(app)
-        ):
-            return None
-        router = app.amqp.router
-        if not all(isinstance(route, MapRoute) for route in router.routes):
+        sending = _AppSending.of(app)
+        if sending is None:
             return None
         options: dict[str, Any] = {"queue": queue, "serializer": "json"}
         if reprs_given:
@@ -250,17 +300,22 @@ class TaskMessage:
         if options.pop("expires", None) is not None and not expires_given:
             return None
         ignore_result = options.pop("ignore_result", None)
-        options = router.route(options, name, (), {}, task_type)
+        options = sending.router.route(options, name, (), {}, task_type)
         if "headers" in options or "stamped_headers" in options or "expiration" in options:
             return None  # a route that sets these: send_task merges them message by message
         return cls(
             app,
+            sending,
             name,
             options,
             time_limits=time_limits,
             ignore_result=ignore_result,
             reprs_given=reprs_given,
         )
+
+    def is_current(self) -> bool:
+        """False once the app's routes changed since it was built: build it again."""
+        return self._sending.router is self._app.amqp.router
 
     def fits_here(self) -> bool:
         """False within a running task (its message would carry the parent's ids): send_task."""
@@ -287,7 +342,7 @@ class TaskMessage:
         message_headers["id"] = message_headers["root_id"] = task_id
         message_headers["timelimit"] = list(self._timelimit)
         message_headers["kwargsrepr"] = kwargsrepr
-        message_headers["origin"] = self._origin_here()
+        message_headers["origin"] = _origin_here()
         message_headers["stamps"] = {}
         properties = {"correlation_id": task_id, "reply_to": self._app.thread_oid}
         properties.update(self._properties)
@@ -382,13 +437,6 @@ class TaskMessage:
                 return text
         maxsize, maxlevels = self._repr_limits
         return str(saferepr(kwargs, maxsize, maxlevels=maxlevels))
-
-    def _origin_here(self) -> str:
-        """The sending node, as Celery names it; again in a process forked since."""
-        pid = os.getpid()
-        if pid != self._pid:
-            self._pid, self._origin = pid, anon_nodename()
-        return str(self._origin)
 
     def _seconds_left(self, task_id: str, expires: datetime) -> float:
         """The message's TTL, as ``send_task`` computes it: 0, with its warning, when past."""

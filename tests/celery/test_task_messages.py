@@ -405,3 +405,27 @@ def test_a_wake_up_sent_within_a_running_task_carries_its_parent_as_send_task_do
     (sent,) = queued(redis_client, redis_prefix, "jobs")
     assert sent["headers"]["parent_id"] == "parent-id"
     assert sent["headers"]["root_id"] == "root-id"
+
+
+def test_a_change_of_routes_is_followed_as_send_task_follows_it(
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str
+) -> None:
+    app = make_app()
+    register(app)
+    send_wakeup(app, TASK, "jobs", "job-1")
+
+    app.conf.update(task_routes={TASK: {"queue": "jobs", "priority": 3}})
+    send_wakeup(app, TASK, "jobs", "job-2")
+    app.send_task(
+        TASK,
+        kwargs={"job_id": "job-2"},
+        queue="jobs",
+        serializer="json",
+        argsrepr="()",
+        kwargsrepr=repr({"job_id": "job-2"}),
+    )
+
+    first, light, celerys = queued(redis_client, redis_prefix, "jobs")
+    assert first["properties"]["priority"] == 0
+    assert same(light, celerys)
+    assert light["properties"]["priority"] == 3

@@ -25,6 +25,7 @@ checked per message."""
 
 _messages: WeakKeyDictionary[Any, dict[tuple[str, str], TaskMessage | None]] = WeakKeyDictionary()
 """Each app's wake-up message per task and queue, built at its first wake-up (``TaskMessage``)."""
+_UNBUILT = TaskMessage.__new__(TaskMessage)
 
 
 def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = None) -> None:
@@ -64,10 +65,9 @@ def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = No
 def _message(app: Any, name: str, queue: str) -> TaskMessage | None:
     """The wake-up's ``TaskMessage``; None where ``send_task`` sends it (it raises the same)."""
     messages = _messages.setdefault(app, {})
-    try:
-        return messages[name, queue]
-    except KeyError:
-        pass
+    message = messages.get((name, queue), _UNBUILT)
+    if message is None or (message is not _UNBUILT and message.is_current()):
+        return message
     try:
         message = TaskMessage.of(app, name, queue=queue, expires_given=False, reprs_given=True)
     except Exception:
