@@ -10,7 +10,7 @@ from importlib import resources
 from typing import Any
 
 from redis import Redis
-from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
 from ddd_celery.background.rules import tenant_key_of
@@ -260,11 +260,31 @@ class RedisJobStore(JobStore):
         return f"{self._prefix}job:{job_id}"
 
 
-def _register(client: Redis, name: str) -> Script:
+class _Script:
+    """A script of ``lua/``, run by its sha; loaded again when Redis lost it (a restart, a
+    ``SCRIPT FLUSH``).
+
+    redis-py's ``Script`` does the same, and first checks whether its client is a pipeline: an
+    ``isinstance`` against a class built on typing's ``Protocol``, a slow check, paid twice by
+    every background job's attempt (claim, complete).
+    """
+
+    def __init__(self, client: Redis, source: str) -> None:
+        self._client = client
+        self._script = client.register_script(source)
+
+    def __call__(self, *, keys: list[str], args: list[str | int]) -> Any:
+        try:
+            return self._client.evalsha(self._script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return self._script(keys=keys, args=args)
+
+
+def _register(client: Redis, name: str) -> _Script:
     """``lua/<name>`` after ``lua/job_lib.lua``, the helpers and key layout they share."""
     lua = resources.files(__package__).joinpath("lua")
     library = lua.joinpath("job_lib.lua").read_text(encoding="utf-8")
-    return client.register_script(library + lua.joinpath(name).read_text(encoding="utf-8"))
+    return _Script(client, library + lua.joinpath(name).read_text(encoding="utf-8"))
 
 
 def _token() -> str:
