@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -429,3 +430,44 @@ def test_a_change_of_routes_is_followed_as_send_task_follows_it(
     assert first["properties"]["priority"] == 0
     assert same(light, celerys)
     assert light["properties"]["priority"] == 3
+
+
+RABBITMQ_URL = os.environ.get("RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
+
+
+def test_on_rabbitmq_the_message_is_the_one_send_task_sends() -> None:
+    """AMQP carries properties Redis does not (delivery mode, expiration): the same too."""
+    app = Celery(f"test-{uuid.uuid4().hex[:12]}", broker=RABBITMQ_URL, set_as_current=False)
+    queue = f"test-task-messages-{uuid.uuid4().hex}"
+    register(app)
+    try:
+        send_both_ways(app, queue, datetime.now(UTC) + timedelta(minutes=16), TRACE)
+        with app.connection_for_read() as connection:
+            received = connection.SimpleQueue(queue, no_ack=True)
+            light, celerys = (received.get(timeout=5) for _ in range(2))
+            received.close()
+    finally:
+        with app.connection_for_write() as connection:
+            connection.default_channel.queue_delete(queue)
+        app.close()
+
+    def seen(message: Any) -> dict[str, Any]:
+        headers, properties = dict(message.headers), dict(message.properties)
+        assert properties.pop("application_headers") == headers  # AMQP's name for them
+        assert headers.pop("id") == headers.pop("root_id") == properties.pop("correlation_id")
+        expiration = int(properties.pop("expiration"))
+        return {
+            "headers": headers,
+            "properties": properties,
+            "expiration_s": round(expiration / 1000, -1),
+            "body": message.decode(),
+            "content": (message.content_type, message.content_encoding),
+            "delivery": {
+                key: message.delivery_info[key]
+                for key in ("exchange", "routing_key", "redelivered")
+            },
+        }
+
+    assert seen(light) == seen(celerys)
+    assert seen(light)["expiration_s"] == 960
+    assert light.properties["delivery_mode"] == 2
