@@ -354,10 +354,11 @@ class TaskMessage:
         if headers:
             message_headers.update(headers)
         body = ((), kwargs, {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
-        declare = self._declaration(producer)
         retry_policy = dict(self._retry_policy)
         name, exchange, routing_key = self._name, self._exchange, self._routing_key
-        with producer.connection._reraise_as_library_errors():
+        connection = producer.connection
+        with connection._reraise_as_library_errors():
+            declare = self._declaration(connection)
             if self._calls_backend:
                 self._app.backend.on_task_call(producer, task_id)
             if before_task_publish.receivers:
@@ -405,19 +406,17 @@ class TaskMessage:
                     taskset=None,
                 )
 
-    def _declaration(self, producer: Any) -> list[Any]:
+    def _declaration(self, connection: Any) -> list[Any]:
         """What to declare: nothing once kombu has declared the queue on this connection.
 
-        The check kombu's ``maybe_declare`` makes, without its retry wrapper and the copy of the
-        queue it binds for each message.
+        The check kombu's ``maybe_declare`` makes, in the set it keeps on the connection,
+        without its retry wrapper and the copy of the queue it binds for each message.
         """
-        if self._cached_declaration is not None:
-            connection = getattr(producer.channel, "connection", None)
-            if (
-                connection is not None
-                and self._cached_declaration in connection.client.declared_entities
-            ):
-                return []
+        if (
+            self._cached_declaration is not None
+            and self._cached_declaration in connection.declared_entities
+        ):
+            return []
         return list(self._declare)
 
     def _kwargs_repr(self, kwargs: Mapping[str, Any]) -> str:
