@@ -20,9 +20,15 @@ def to_utc(value: datetime, name: str = "instant") -> datetime:
 
 
 def iso_ms(value: datetime) -> str:
-    """ISO 8601 in UTC with milliseconds and ``Z``: ``2026-03-02T06:00:00.000Z``."""
+    """ISO 8601 in UTC with milliseconds and ``Z``: ``2026-03-02T06:00:00.000Z``.
+
+    ``isoformat`` is several times faster than ``strftime`` (``jobs list`` writes three instants
+    per job); before the year 1000, where ``strftime`` writes the year unpadded, it is kept.
+    """
     utc = to_utc(value)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    if utc.year < 1000:
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    return utc.isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def epoch_ms(value: datetime) -> int:

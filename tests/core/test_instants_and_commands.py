@@ -44,6 +44,19 @@ def test_iso_ms_writes_utc_with_milliseconds_and_z() -> None:
     )
 
 
+@given(
+    instant=st.datetimes(
+        min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.timezones()
+    )
+)
+def test_iso_ms_writes_what_strftime_writes_for_any_aware_instant(instant: datetime) -> None:
+    utc = to_utc(instant)
+
+    assert iso_ms(instant) == (
+        utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    )
+
+
 @given(ms=st.integers(min_value=-(10**12), max_value=10**13))
 def test_epoch_milliseconds_round_trip(ms: int) -> None:
     assert epoch_ms(from_epoch_ms(ms)) == ms
