@@ -23,7 +23,6 @@ import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from celery._state import get_current_worker_task
 from celery.app import amqp as celery_amqp
@@ -124,7 +123,7 @@ class _AppSending:
     def of(app: Any) -> _AppSending | None:
         """The app's, built once (again when its routes change); None if ``send_task`` sends."""
         router = app.amqp.router
-        built = _sendings.get(app)
+        built = getattr(app, _SENDING, None)
         if built is None or built[0] is not router:
             conf = app.conf
             usable = (
@@ -134,11 +133,14 @@ class _AppSending:
                 and _runs_celerys_own_send(app)
                 and all(isinstance(route, MapRoute) for route in router.routes)
             )
-            built = _sendings[app] = (router, _AppSending(app) if usable else None)
+            built = (router, _AppSending(app) if usable else None)
+            setattr(app, _SENDING, built)
         return built[1]
 
 
-_sendings: WeakKeyDictionary[Any, tuple[Any, _AppSending | None]] = WeakKeyDictionary()
+_SENDING = "_ddd_celery_sending"
+"""Where an app keeps its ``_AppSending``, with the router it was read with: on the app, so a
+cache never outlives it (it refers to the app)."""
 
 
 def _runs_celerys_own_send(app: Any) -> bool:

@@ -10,9 +10,11 @@ path cannot reproduce is left to ``send_task``.
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import os
 import uuid
+import weakref
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -471,3 +473,17 @@ def test_on_rabbitmq_the_message_is_the_one_send_task_sends() -> None:
     assert seen(light) == seen(celerys)
     assert seen(light)["expiration_s"] == 960
     assert light.properties["delivery_mode"] == 2
+
+
+def test_what_is_kept_to_send_an_app_s_messages_goes_with_the_app() -> None:
+    """Kept on the app itself: an app dropped (a test's, a reloaded one) is freed, not held."""
+    app = Celery(f"test-{uuid.uuid4().hex[:12]}", broker="memory://", set_as_current=False)
+    register(app)
+    assert TaskMessage.of(app, TASK, queue="reports") is not None
+    send_wakeup(app, TASK, "jobs", "job-1")
+    dropped = weakref.ref(app)
+
+    del app
+    gc.collect()
+
+    assert dropped() is None

@@ -23,8 +23,9 @@ _declared: WeakKeyDictionary[Any, set[str]] = WeakKeyDictionary()
 """The queues each app has declared in this process through ``send_task``: declared once, not
 checked per message."""
 
-_messages: WeakKeyDictionary[Any, dict[tuple[str, str], TaskMessage | None]] = WeakKeyDictionary()
-"""Each app's wake-up message per task and queue, built at its first wake-up (``TaskMessage``)."""
+_MESSAGES = "_ddd_celery_wakeup_messages"
+"""Where an app keeps its wake-up message per task and queue, built at its first wake-up
+(``TaskMessage``): on the app, as each refers to it."""
 _UNBUILT = TaskMessage.__new__(TaskMessage)
 
 
@@ -64,7 +65,10 @@ def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = No
 
 def _message(app: Any, name: str, queue: str) -> TaskMessage | None:
     """The wake-up's ``TaskMessage``; None where ``send_task`` sends it (it raises the same)."""
-    messages = _messages.setdefault(app, {})
+    messages: dict[tuple[str, str], TaskMessage | None] | None = getattr(app, _MESSAGES, None)
+    if messages is None:
+        messages = {}
+        setattr(app, _MESSAGES, messages)
     message = messages.get((name, queue), _UNBUILT)
     if message is None or (message is not _UNBUILT and message.is_current()):
         return message
