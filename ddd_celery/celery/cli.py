@@ -260,18 +260,28 @@ def _job(registry: CeleryJobs, name: str) -> CeleryJob:
         ) from None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Scheduled:
     """What every job on one schedule shows alike, in the table and in ``--json``."""
 
     description: str
     enabled: bool
+    time_zone: str
     next_utc: str | None
     next_local: str | None
-    json_schedule: str
-    """The lines of ``schedule``, ``time_zone`` and ``enabled`` in a job's JSON object."""
-    json_next: str
-    """The lines of ``next_run_at`` and ``next_run_local``."""
+    _json_lines: tuple[str, str] | None = field(default=None, init=False)
+
+    def json_lines(self) -> tuple[str, str]:
+        """The lines of ``schedule`` to ``enabled``, and those of ``next_run_at`` and
+        ``next_run_local``, in a job's JSON object: encoded the first time ``--json`` asks."""
+        if self._json_lines is None:
+            self._json_lines = (
+                _json_lines(
+                    schedule=self.description, time_zone=self.time_zone, enabled=self.enabled
+                ),
+                _json_lines(next_run_at=self.next_utc, next_run_local=self.next_local),
+            )
+        return self._json_lines
 
 
 class _Lister:
@@ -314,10 +324,10 @@ class _Lister:
         Each distinct value is encoded once: with an indent, the standard encoder is pure Python
         and took 0.2 s for ten thousand jobs, most of whose values repeat from job to job.
         """
-        scheduled = self._scheduled(job)
+        json_schedule, json_next = self._scheduled(job).json_lines()
         return (
-            f'    {{\n      "name": {json.dumps(job.name)},\n{scheduled.json_schedule}'
-            f'      "queue": {self._json(job.queue)},\n{scheduled.json_next}'
+            f'    {{\n      "name": {json.dumps(job.name)},\n{json_schedule}'
+            f'      "queue": {self._json(job.queue)},\n{json_next}'
             f'      "running": {self._json(self._running(job)[1])},\n'
             f'      "last_handled": {self._json(self._last_handled(job)[1])},\n'
             f'      "last_outcome": {self._json(self._last_outcome(job)[1])}\n    }}'
@@ -330,19 +340,12 @@ class _Lister:
         if scheduled is None:
             zone = zone_of(job)
             at = next_run_at(job, self._now)
-            next_utc = None if at is None else self._instant(at)
-            next_local = None if at is None else local_time(at, zone)
             scheduled = self._schedules[key] = _Scheduled(
                 schedule.description,
                 schedule.options.enabled,
-                next_utc,
-                next_local,
-                _json_lines(
-                    schedule=schedule.description,
-                    time_zone=str(zone),
-                    enabled=schedule.options.enabled,
-                ),
-                _json_lines(next_run_at=next_utc, next_run_local=next_local),
+                str(zone),
+                None if at is None else self._instant(at),
+                None if at is None else local_time(at, zone),
             )
         return scheduled
 
@@ -405,7 +408,8 @@ class _Lister:
 
 def _outcome(run: JobRun, at: str) -> str:
     """``failed JOB_TIMEOUT 2026-03-02T06:00:00.000Z``: the code, never the message, as logged."""
-    return " ".join(filter(None, (run.outcome.value, run.error_code, at)))
+    code = run.error_code
+    return f"{run.outcome.value} {code} {at}" if code else f"{run.outcome.value} {at}"
 
 
 def _why(error: BaseException) -> str:
