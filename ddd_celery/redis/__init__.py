@@ -27,12 +27,12 @@ so ``redis-cli`` reads it):
 
 Round trips: one per call (SET NX PX, GET, HGET, HGETALL or EVALSHA), plus two once per script
 when Redis has not seen it yet (``purge_finished``: one per thousand jobs). A batch read
-(``read_many``, ``running_many``) is one MGET or EVALSHA per thousand jobs. With the lock, run
-state, checkpoints and last runs on one Redis, ``RedisJobRunState.occurrence_store`` combines
-them (``RedisOccurrenceStore``): beat begins every occurrence due at one instant (lock,
-checkpoint, claim, leases released) in one EVALSHA, and a worker ends a run and keeps its last
-run in another, on the same keys. The Lua scripts in
-``lua/`` document the same layout in their headers.
+(``read_many``, ``running_many``) is one EVALSHA per thousand jobs (``lua/json_many.lua``, the
+values answered as one JSON array). With the lock, run state, checkpoints and last runs on one
+Redis, ``RedisJobRunState.occurrence_store`` combines them (``RedisOccurrenceStore``): beat
+begins every occurrence due at one instant (lock, checkpoint, claim, leases released) in one
+EVALSHA, and a worker ends a run and keeps its last run in another, on the same keys. The Lua
+scripts in ``lua/`` document the same layout in their headers.
 """
 
 from ddd_celery.redis.checkpoints import RedisJobCheckpoints
