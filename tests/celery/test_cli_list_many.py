@@ -9,6 +9,7 @@ batch of every store, against each job's own single-key reads and cron evaluatio
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -243,3 +244,21 @@ def test_thousands_of_jobs_are_listed_as_each_jobs_own_reads_tell(make_listed: A
         for row in rows
     ]
     assert as_text.stdout == "\n".join(lines) + "\n"
+
+
+def test_a_listing_leaves_the_garbage_collector_as_it_found_it(make_listed: Any) -> None:
+    app, _ = make_listed(3, redis=False)
+
+    listed = invoke(app)
+    enabled_after = gc.isenabled()
+    gc.disable()
+    try:
+        listed_while_disabled = invoke(app, "--json")
+        disabled_after = not gc.isenabled()
+    finally:
+        gc.enable()
+
+    assert listed.exit_code == 0, listed.output
+    assert listed_while_disabled.exit_code == 0, listed_while_disabled.output
+    assert enabled_after
+    assert disabled_after
