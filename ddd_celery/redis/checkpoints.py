@@ -48,11 +48,9 @@ class RedisJobCheckpoints(JobCheckpoints):
 
     def read_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
         with unavailable_as(StoreUnavailableError, "read the checkpoints"):
-            names = {self._prefix + job: job for job in jobs}
-            values = read_many(self._read_many, names)
+            values = read_many(self._read_many, self._prefix, jobs)
         return {
-            names[key]: None if value is None else from_epoch_ms(value)
-            for key, value in values.items()
+            job: None if value is None else from_epoch_ms(value) for job, value in values.items()
         }
 
     def write(self, job: str, handled: datetime) -> None:

@@ -53,9 +53,8 @@ class RedisJobLastRuns(JobLastRuns):
 
     def read_many(self, jobs: Iterable[str]) -> dict[str, JobRun | None]:
         with unavailable_as(StoreUnavailableError, "read the last runs"):
-            names = {self._prefix + job: job for job in jobs}
-            records = read_many(self._read_many, names, field="run")
+            records = read_many(self._read_many, self._prefix, jobs, field="run")
         return {
-            names[key]: None if record is None else run_from_dict(record)
-            for key, record in records.items()
+            job: None if record is None else run_from_dict(record)
+            for job, record in records.items()
         }

@@ -67,11 +67,9 @@ class RedisJobRunState(JobRunState):
 
     def running_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
         with unavailable_as(StoreUnavailableError, "read the runs in progress"):
-            names = {self._prefix + job: job for job in jobs}
-            values = read_many(self._read_many, names, field="running")
+            values = read_many(self._read_many, self._prefix, jobs, field="running")
         return {
-            names[key]: None if value is None else from_epoch_ms(value)
-            for key, value in values.items()
+            job: None if value is None else from_epoch_ms(value) for job, value in values.items()
         }
 
     def occurrence_store(
