@@ -1,4 +1,5 @@
-"""One event loop per worker thread, kept between runs instead of one ``asyncio.run`` each.
+"""One event loop per worker thread for async jobs, kept between runs instead of one
+``asyncio.run`` each (a sync job needs no loop: ``run_attempt_sync``).
 
 ``asyncio.run`` builds a loop (a selector, a self-pipe) and tears it down for every message:
 on a worker running short jobs that costs more than the job. ``run_in_thread_loop`` runs each

@@ -331,19 +331,6 @@ def on_task_revoked(
     end_run(sender.app, registry, job, message.scheduled_at)
 
 
-def is_async_job(job: CeleryJob) -> bool:
-    """Whether the job's ``run`` is a coroutine function; asked once per class."""
-    found = _ASYNC.get(job.job_class)
-    if found is None:
-        found = _ASYNC[job.job_class] = inspect.iscoroutinefunction(
-            getattr(job.job_class, "run", None)
-        )
-    return found
-
-
-_ASYNC: dict[type | None, bool] = {}
-
-
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
@@ -494,7 +481,7 @@ class OccurrenceRun:
         tenant starts.
         """
         registry, job = self._registry, self._job
-        if is_async_job(job):
+        if inspect.iscoroutinefunction(getattr(job.job_class, "run", None)):
 
             async def run_async(execution: JobExecution) -> Any:
                 try:
