@@ -16,9 +16,9 @@ run, deleted at the end.
    real clock for ``--seconds``: a message counts as published when the producer's batch is
    flushed, not when kombu's ``Producer.publish`` returns.
 4. ``celery jobs list`` at 10,000 jobs whose stores hold a record for each, beyond importing the
-   app (the list command alone, in this process, as its first listing: ``install_jobs`` ran
-   when the app was built), then ``--json``; against the floor of one read per job and store
-   (what it did before).
+   app: the list command alone, timed in a process of its own that imported this file as the
+   app (``BENCH_JOBS``) and did nothing else, then the same with ``--json``; against the floor
+   of one read per job and store (what it did before).
 5. Beat's set-up at 10,000 jobs with a checkpoint each, against Celery's ``PersistentScheduler``
    holding the same number of ``beat_schedule`` entries.
 6. Worker: ``--tasks`` occurrence messages of a no-op job, published first, then a real
@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import io
 import json
 import os
 import statistics
@@ -54,7 +53,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from celery import Celery
@@ -67,7 +65,6 @@ from redis.connection import Connection
 import ddd_celery.celery.beat as beat_module
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.beat import JobBeatScheduler
-from ddd_celery.celery.cli import list_jobs
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.registry import jobs_of
 from ddd_celery.celery.task_messages import TaskMessage, new_task_id
@@ -404,16 +401,6 @@ def reads(jobs: int) -> dict[str, float]:
                 duration_ms=1.0,
             )
         )
-    output = io.StringIO()
-
-    def listing(*args: str) -> Callable[[], None]:
-        def list_once() -> None:
-            with contextlib.redirect_stdout(output):
-                list_jobs.main(list(args), obj=SimpleNamespace(app=list_app), standalone_mode=False)
-            output.seek(0)
-            output.truncate(0)
-
-        return list_once
 
     def one_read_each() -> None:
         for name in registry.jobs:
@@ -439,14 +426,49 @@ def reads(jobs: int) -> dict[str, float]:
             PersistentScheduler(app=stock_app, schedule_filename=str(path)).close()
 
         figures = {
-            "list_s": _seconds(listing()),
-            "list_json_s": _seconds(listing("--json")),
+            "list_s": list_alone(jobs),
+            "list_json_s": list_alone(jobs, "--json"),
             "one_read_each_s": _seconds(one_read_each),
             "setup_s": _seconds(ours_setup),
             "stock_setup_s": _seconds(stock_setup),
         }
     reset()
     return figures
+
+
+LIST_ALONE = """
+import contextlib, io, sys, time
+from types import SimpleNamespace
+
+import bench_round_trips  # importing the app builds its BENCH_JOBS jobs, as celery -A does
+from ddd_celery.celery.cli import list_jobs
+
+start = time.perf_counter()
+with contextlib.redirect_stdout(io.StringIO()):
+    app = SimpleNamespace(app=bench_round_trips.app)
+    list_jobs.main(sys.argv[1:], obj=app, standalone_mode=False)
+print(time.perf_counter() - start)
+"""
+
+
+def list_alone(jobs: int, *args: str) -> float:
+    """``jobs list`` timed in a process of its own that imported the app and did nothing else,
+    as ``celery -A bench_round_trips jobs list`` runs it, on the records ``reads`` wrote.
+
+    Not in this process, whose heap (a second app, what the writes left) is not a command's:
+    the cyclic collector's passes grow with the heap, and a fresh process pays its own
+    connection to Redis as the command does.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", LIST_ALONE, *args],
+        env=_env(BENCH_JOBS=str(jobs)),
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    return float(done.stdout.split()[-1])
 
 
 def _seconds(call: Callable[[], object]) -> float:
