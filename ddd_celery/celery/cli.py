@@ -314,7 +314,7 @@ class _Lister:
             scheduled.next_local or NEVER_BY_TIME,
             self._running(job)[0],
             self._last_handled(job)[0],
-            self._last_outcome(job)[0],
+            self._last_outcome_text(job),
         )
 
     def json(self, job: CeleryJob) -> str:
@@ -330,7 +330,7 @@ class _Lister:
             f'      "queue": {self._json(job.queue)},\n{json_next}'
             f'      "running": {self._json(self._running(job)[1])},\n'
             f'      "last_handled": {self._json(self._last_handled(job)[1])},\n'
-            f'      "last_outcome": {self._json(self._last_outcome(job)[1])}\n    }}'
+            f'      "last_outcome": {self._json(self._last_outcome_data(job))}\n    }}'
         )
 
     def _scheduled(self, job: CeleryJob) -> _Scheduled:
@@ -387,22 +387,31 @@ class _Lister:
         text = self._instant(handled)
         return text, text
 
-    def _last_outcome(self, job: CeleryJob) -> tuple[str, Any]:
+    def _last_run(self, job: CeleryJob) -> JobRun | str | None:
+        """The job's last run, None when it has none yet, or the word for why it is unknown."""
         if not job.declared and job.inline is None:  # a system job's outcome is recorded by beat
-            return UNTRACKED, UNTRACKED
+            return UNTRACKED
         if not self._has_last_runs:
-            return UNKNOWN, UNKNOWN
+            return UNKNOWN
         if self._known.outcomes is None:
-            return UNAVAILABLE, UNAVAILABLE
-        run = self._known.outcomes.get(job.name)
-        if run is None:
-            return "none yet", None
-        at = self._instant(run.scheduled_at)
-        return _outcome(run, at), {
+            return UNAVAILABLE
+        return self._known.outcomes.get(job.name)
+
+    def _last_outcome_text(self, job: CeleryJob) -> str:
+        run = self._last_run(job)
+        if run is None or isinstance(run, str):
+            return run or "none yet"
+        return _outcome(run, self._instant(run.scheduled_at))
+
+    def _last_outcome_data(self, job: CeleryJob) -> Any:
+        run = self._last_run(job)
+        if run is None or isinstance(run, str):
+            return run
+        return {
             "outcome": run.outcome.value,
             "error_code": run.error_code,
             "error_type": run.error_type,
-            "scheduled_at": at,
+            "scheduled_at": self._instant(run.scheduled_at),
         }
 
 
