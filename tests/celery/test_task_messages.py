@@ -107,18 +107,25 @@ def next_hour() -> datetime:
     return datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
 
 
-def beat_sends_one(app: Celery, *, timeout_ms: int | None = None, on_run: Any = None) -> datetime:
-    """Install a job of every hour on ``app`` and let its beat send the next hour's occurrence.
+def beat_sends_one(
+    app: Celery, *, timeout_ms: int | None = None, on_run: Any = None, jobs: int = 1
+) -> datetime:
+    """Install jobs of every hour on ``app`` and let its beat send the next hour's occurrences.
 
     The next hour of the real clock, so the message's expiry is ahead, as in a beat; returns it.
+    The first job is ``TASK``; more are sent together, in one publish batch.
     """
     at = next_hour()
     clock = FixedClock(at - timedelta(seconds=1))
     schedule = {"every": "1h"} if timeout_ms is None else {"every": "1h", "timeout_ms": timeout_ms}
-    declaration = ScheduledJobDeclaration(TASK, "reports", parse_job_schedule(schedule), ReportsJob)
+    names = [TASK] + [f"{TASK}-{number}" for number in range(1, jobs)]
+    declarations = [
+        ScheduledJobDeclaration(name, "reports", parse_job_schedule(schedule), ReportsJob)
+        for name in names
+    ]
     install_jobs(
         app,
-        jobs=[declaration],
+        jobs=declarations,
         lock=InMemoryLock(clock),
         environ={},
         start=True,
@@ -359,23 +366,27 @@ def test_beat_sends_its_publish_signals(
     assert OccurrenceMessage.from_kwargs(kwargs).scheduled_at == at
 
 
+@pytest.mark.parametrize("jobs", [1, 3], ids=["alone", "in a batch"])
 def test_a_broker_that_cannot_be_reached_fails_as_send_task_fails(
-    make_app: AppFactory, closed_port_url: str
+    make_app: AppFactory, closed_port_url: str, jobs: int
 ) -> None:
-    """The occurrence is recorded failed, with kombu's error, and its run state freed."""
+    """Each occurrence is recorded failed, with kombu's error, and its run state freed."""
     app = make_app(
         broker_url=closed_port_url,
         task_publish_retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0},
     )
-    runs: list[tuple[Outcome, BaseException | None]] = []
+    runs: list[tuple[str, Outcome, BaseException | None]] = []
 
-    beat_sends_one(app, on_run=lambda run, error, detail: runs.append((run.outcome, error)))
+    beat_sends_one(
+        app, jobs=jobs, on_run=lambda run, error, detail: runs.append((run.job, run.outcome, error))
+    )
 
     registry = jobs_of(app)
-    ((outcome, error),) = runs
-    assert outcome is Outcome.FAILED
-    assert isinstance(error, OperationalError)
-    assert registry.run_state.running(TASK) is None
+    assert sorted(job for job, _, _ in runs) == sorted(registry.jobs)
+    for job, outcome, error in runs:
+        assert outcome is Outcome.FAILED
+        assert isinstance(error, OperationalError)
+        assert registry.run_state.running(job) is None
 
 
 def test_what_cannot_be_sent_alike_is_left_to_send_task(make_app: AppFactory) -> None:
