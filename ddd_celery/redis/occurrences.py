@@ -30,6 +30,8 @@ BEGIN_BATCH = 250
 """Occurrences one script begins at most: 10,000 due at once are forty scripts, none of which
 holds Redis for long."""
 
+_CLAIMS = {claim.value: claim for claim in Claim}
+
 _UNUSED = "ddd_celery:unused"
 """The key name passed where a script reads no key (no lock, no checkpoint): never touched."""
 
@@ -77,66 +79,83 @@ class RedisOccurrenceStore(OccurrenceStore):
         return released
 
     def _begin(self, batch: Sequence[Beginning], releasing: list[Lease]) -> list[Exception | None]:
+        """One script for ``batch``: each occurrence a short JSON array, the batch one argument.
+
+        Beat's occurrences due together share their instant and options, so what is computed
+        from them (the epoch ms, a lease's expiry) is computed once per distinct value.
+        """
         if not batch and not releasing:
             return []
-        keys: list[str] = []
-        args: list[str | int] = [len(batch), len(releasing)]
-        tokens: list[str] = []
-        for beginning in batch:
-            token = uuid.uuid4().hex
-            tokens.append(token)
-            locked = beginning.lock_key is not None
-            if locked and beginning.lock_ttl_ms <= 0:
-                raise ValueError(
-                    f"a lock's time to live is a positive number of ms, not {beginning.lock_ttl_ms}"
-                )
-            if beginning.claim and beginning.run_ttl_ms <= 0:
-                raise ValueError(
-                    f"a run's time to live is a positive number of ms, not {beginning.run_ttl_ms}"
-                )
-            keys += [
-                self._lock_prefix + beginning.lock_key if beginning.lock_key else _UNUSED,
-                self._run_prefix + beginning.job,
-                _UNUSED
-                if self._checkpoint_prefix is None
-                else self._checkpoint_prefix + beginning.job,
-            ]
-            args += [
-                token,
-                beginning.lock_ttl_ms if locked else 0,
-                int(beginning.claim),
-                epoch_ms(to_utc(beginning.scheduled_at, "scheduled_at")),
-                int(beginning.queue),
+        stem = uuid.uuid4().hex + ":"
+        instants: dict[datetime, str] = {}
+        occurrences: list[tuple[str, str, int, int, str, int, int]] = []
+        for index, beginning in enumerate(batch, 1):
+            lock_key, lock_ttl, run_ttl = (
+                beginning.lock_key,
+                beginning.lock_ttl_ms,
                 beginning.run_ttl_ms,
-                int(self._checkpoint_prefix is not None),
-            ]
-            beginning.token = token
+            )
+            if lock_key is not None and lock_ttl <= 0:
+                raise ValueError(
+                    f"a lock's time to live is a positive number of ms, not {lock_ttl}"
+                )
+            if beginning.claim and run_ttl <= 0:
+                raise ValueError(f"a run's time to live is a positive number of ms, not {run_ttl}")
+            at = beginning.scheduled_at
+            epoch = instants.get(at)
+            if epoch is None:
+                epoch = instants[at] = str(epoch_ms(to_utc(at, "scheduled_at")))
+            occurrences.append(
+                (
+                    beginning.job,
+                    lock_key or "",
+                    lock_ttl if lock_key is not None else 0,
+                    1 if beginning.claim else 0,
+                    epoch,
+                    1 if beginning.queue else 0,
+                    run_ttl,
+                )
+            )
+            beginning.token = f"{stem}{index}"
             beginning.may_have_claimed = beginning.claim
-        keys += [self._lock_prefix + lease.key for lease in releasing]
-        args += [lease.token for lease in releasing]
+        args = [
+            self._lock_prefix,
+            self._run_prefix,
+            self._checkpoint_prefix or "",
+            "0" if self._checkpoint_prefix is None else "1",
+            stem,
+            _json(occurrences),
+            _json([(lease.key, lease.token) for lease in releasing]),
+        ]
         asked_at = self._clock.now()
         try:
             with unavailable_as(LockUnavailableError, "begin the occurrences due"):
-                answers = self._begin_script(keys=keys, args=args)
+                answers = json.loads(self._begin_script(args=args))
         except LockUnavailableError as error:
             for beginning in batch:
                 beginning.error, beginning.failed_in = error, IN_THE_LOCK
             return [error for _ in releasing]
-        for beginning, token, answer in zip(batch, tokens, answers, strict=False):
-            self._answered(beginning, token, _text(answer), asked_at)
+        self._answered(batch, answers, asked_at)
         return [None for _ in releasing]
 
-    def _answered(self, beginning: Beginning, token: str, answer: str, asked_at: datetime) -> None:
-        if answer == "held":
-            beginning.lock_held = True
-            beginning.may_have_claimed = False
-            return
-        if beginning.lock_key is not None:
-            expires = asked_at + timedelta(milliseconds=beginning.lock_ttl_ms)
-            beginning.lease = Lease(beginning.lock_key, token, expires)
-        beginning.checkpointed = self._checkpoint_prefix is not None
-        if answer != "taken":
-            beginning.claimed = Claim(answer)
+    def _answered(self, batch: Sequence[Beginning], answers: list[str], asked_at: datetime) -> None:
+        checkpointed = self._checkpoint_prefix is not None
+        expiries: dict[int, datetime] = {}
+        for beginning, answer in zip(batch, answers, strict=False):
+            if answer == "held":
+                beginning.lock_held = True
+                beginning.may_have_claimed = False
+                continue
+            lock_key = beginning.lock_key
+            if lock_key is not None:
+                ttl = beginning.lock_ttl_ms
+                expires = expiries.get(ttl)
+                if expires is None:
+                    expires = expiries[ttl] = asked_at + timedelta(milliseconds=ttl)
+                beginning.lease = Lease(lock_key, beginning.token or "", expires)
+            beginning.checkpointed = checkpointed
+            if answer != "taken":
+                beginning.claimed = _CLAIMS[answer]
 
     def free(self, beginning: Beginning) -> datetime | None:
         key, token = beginning.lock_key, beginning.token
@@ -190,5 +209,5 @@ def same_server(one: Redis, other: Redis) -> bool:
     return all(mine.get(name) == theirs.get(name) for name in fields)
 
 
-def _text(answer: object) -> str:
-    return answer.decode() if isinstance(answer, bytes) else str(answer)
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -2,62 +2,70 @@
 -- claim its run state, as RedisLock, RedisJobCheckpoints and RedisJobRunState would one by one;
 -- then release the leases no beat can still want. One round trip for the whole batch.
 --
--- Keys (N occurrences, then R leases)
---   KEYS[3i-2]  the lock key of occurrence i, `<lock prefix>job:<name>:<instant>` (see
---               release.lua); any key name when it takes no lock (never read).
---   KEYS[3i-1]  its run state, `<prefix><job>` (see run_claim.lua).
---   KEYS[3i]    its checkpoint, `<prefix><job>` (see checkpoint_write.lua); any key name
---               when no checkpoint is kept (never read).
---   KEYS[3N+j]  the lock key of lease j to release.
+-- The batch comes as one JSON argument and each key is built here from its prefix, as the job
+-- store's scripts build theirs: a batch is a handful of arguments to pack, not ten per
+-- occurrence, and the answer is one JSON text to decode, not one reply per occurrence.
+--
+-- Keys
+--   none given, each built here: the lock `<ARGV[1]>job:<name>:<instant>` (see release.lua),
+--   the run state `<ARGV[2]><job>` (see run_claim.lua), the checkpoint `<ARGV[3]><job>` (see
+--   checkpoint_write.lua); a prefix with a hash tag keeps them in one Redis Cluster slot.
 -- Arguments
---   ARGV[1], ARGV[2]  N and R.
---   ARGV[3+7(i-1) ..]  for occurrence i: the owner token of its lease; the lock's time to
---               live in ms ('0': no lock); '1' to claim the run state; the occurrence in
---               epoch ms; '1' to queue it behind a run in progress; the run's time to live in
---               ms; '1' to write the checkpoint.
---   ARGV[3+7N+j-1]  the owner token of lease j.
+--   ARGV[1..3]  the prefixes of the locks, the run states and the checkpoints.
+--   ARGV[4]  '1' to write each occurrence's checkpoint (else none is kept: ARGV[3] unused).
+--   ARGV[5]  the owner tokens' stem: occurrence i's token is ARGV[5] followed by i (from 1).
+--   ARGV[6]  the occurrences, a JSON array of `[job, lock key, lock ttl ms, claim, instant,
+--            queue, run ttl ms]`: the lock key after its prefix ('' with a ttl of 0: no lock),
+--            claim and queue 0 or 1, the instant in epoch ms as a string (written as is).
+--   ARGV[7]  the leases to release, a JSON array of `[lock key after its prefix, token]`.
 -- Returns
---   N answers, 'held' (another owner holds the lock: nothing else done), 'taken' (locked or
---   no lock needed; no claim asked), or the claim: 'started', 'queued', 'busy'; then R
---   numbers, 1 when lease j was released, 0 when it had expired or changed owner.
-local n, r = tonumber(ARGV[1]), tonumber(ARGV[2])
+--   a JSON array: for each occurrence 'held' (another owner holds the lock: nothing else
+--   done), 'taken' (locked or no lock needed; no claim asked), or the claim: 'started',
+--   'queued', 'busy'; then for each lease 1 when released, 0 when it had expired or changed
+--   owner.
+local lock_prefix, run_prefix, checkpoint_prefix = ARGV[1], ARGV[2], ARGV[3]
+local checkpoint, stem = ARGV[4] == '1', ARGV[5]
+local occurrences, leases = cjson.decode(ARGV[6]), cjson.decode(ARGV[7])
 local answers = {}
-for i = 0, n - 1 do
-  local a = 2 + 7 * i
-  local token, lock_ttl, claim, at = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local queue, run_ttl, checkpoint = ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
-  local lock_key, run_key, checkpoint_key = KEYS[3 * i + 1], KEYS[3 * i + 2], KEYS[3 * i + 3]
-  local answer = 'taken'
-  if lock_ttl ~= '0' and not redis.call('SET', lock_key, token, 'NX', 'PX', lock_ttl) then
-    answer = 'held'
+for i = 1, #occurrences do
+  local occurrence = occurrences[i]
+  local job, lock_key, lock_ttl, claim = occurrence[1], occurrence[2], occurrence[3], occurrence[4]
+  local at, queue, run_ttl = occurrence[5], occurrence[6], occurrence[7]
+  local answer = '"taken"'
+  if lock_ttl ~= 0 and not redis.call(
+    'SET', lock_prefix .. lock_key, stem .. i, 'NX', 'PX', lock_ttl
+  ) then
+    answer = '"held"'
   else
-    if checkpoint == '1' then
-      local current = redis.call('GET', checkpoint_key)
+    if checkpoint then
+      local key = checkpoint_prefix .. job
+      local current = redis.call('GET', key)
       if not current or tonumber(current) < tonumber(at) then
-        redis.call('SET', checkpoint_key, at)
+        redis.call('SET', key, at)
       end
     end
-    if claim == '1' then
+    if claim == 1 then
+      local run_key = run_prefix .. job
       if redis.call('EXISTS', run_key) == 0 then
         redis.call('HSET', run_key, 'running', at)
         redis.call('PEXPIRE', run_key, run_ttl)
-        answer = 'started'
-      elseif queue == '1' and redis.call('HSETNX', run_key, 'queued', at) == 1 then
-        answer = 'queued'
+        answer = '"started"'
+      elseif queue == 1 and redis.call('HSETNX', run_key, 'queued', at) == 1 then
+        answer = '"queued"'
       else
-        answer = 'busy'
+        answer = '"busy"'
       end
     end
   end
-  answers[#answers + 1] = answer
+  answers[i] = answer
 end
-for j = 1, r do
-  local key = KEYS[3 * n + j]
-  if redis.call('GET', key) == ARGV[2 + 7 * n + j] then
+for j = 1, #leases do
+  local key = lock_prefix .. leases[j][1]
+  if redis.call('GET', key) == leases[j][2] then
     redis.call('DEL', key)
-    answers[#answers + 1] = 1
+    answers[#answers + 1] = '1'
   else
-    answers[#answers + 1] = 0
+    answers[#answers + 1] = '0'
   end
 end
-return answers
+return '[' .. table.concat(answers, ',') .. ']'
