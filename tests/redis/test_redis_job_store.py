@@ -9,6 +9,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -292,6 +293,38 @@ def test_a_tenant_named_like_the_wildcard_reaches_only_its_own_jobs(
     assert store.find("theirs", tenant_id="*") is None
     assert store.cancel("theirs", tenant_id="*", now=T0) is False
     assert [job.id for job in store.list_jobs(tenant_id="*")] == ["mine"]
+
+
+def test_an_add_keeps_any_text_as_given_through_its_json_argument(
+    redis_client: Redis, prefix: str
+) -> None:
+    """The add's fields travel as one JSON array, decoded by the script: names, tenants and
+    keys with quotes, non-ASCII and control characters come back byte for byte, and an empty
+    idempotency key is a key like any other, not the absence of one."""
+    store = RedisJobStore(redis_client, prefix=prefix)
+    odd = 'cl\u00efnic "7"\\\x1f\u65e5'
+    job = NewJob(
+        id=f"j-{odd}",
+        name=f"billing.{odd}",
+        queue=f"q-{odd}",
+        payload={odd: [odd, 1.5, None]},
+        enqueued_at=T0,
+        run_at=T0,
+        max_attempts=2,
+        enqueued_by=EnqueuedBy(odd, odd, odd, None),
+        idempotency_key="",
+    )
+
+    assert store.add(job, dispatched=False) == job.id
+    assert store.add(replace(job, id="j2"), dispatched=False) == job.id
+
+    found = store.find(job.id, tenant_id=odd)
+    assert found is not None
+    assert (found.name, found.queue, found.payload) == (job.name, job.queue, job.payload)
+    assert (found.enqueued_by, found.idempotency_key) == (job.enqueued_by, "")
+    assert redis_client.get(f"{prefix}key:{odd}:".encode()) == job.id.encode()
+    assert members(redis_client, f"{prefix}queue:{job.queue}") == [(job.id, T0_MS)]
+    assert store.find("j2", tenant_id=None) is None
 
 
 def test_a_client_that_decodes_responses_reads_the_same_jobs(redis_url: str, prefix: str) -> None:
