@@ -20,7 +20,7 @@ import logging
 import random as _random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, NamedTuple
@@ -106,6 +106,20 @@ class _Sending:
     correlation_id: str | None = None
 
 
+@dataclass(slots=True)
+class _Batch:
+    """What the occurrences published together share, computed once for the batch."""
+
+    fits_here: bool
+    """No task runs in this thread: the messages may be built from ``TaskMessage``."""
+    logs_sends: bool
+    """Beat logs each send (INFO)."""
+    declared: set[str | None] | None = None
+    """The queues a message of this batch declared through ``send_task`` (see ``_send``)."""
+    kwargs: dict[datetime, dict[str, str | None]] = field(default_factory=dict)
+    """Each instant's task kwargs, but for the correlation id (one per occurrence)."""
+
+
 class JobBeatScheduler(Scheduler):  # type: ignore[misc]
     """A ``celery.beat.Scheduler`` that drives the jobs installed on the app by ``install_jobs``.
 
@@ -138,6 +152,10 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self._releasing: list[tuple[str, Lease]] = []
         self._messages: dict[str, TaskMessage | None] = {}
         """Each declared job's task message, its fixed part built at its first send."""
+        self._messages_router: object = None
+        """The app's router the messages were built with: built again once it changes."""
+        self._beginnings: dict[str, tuple[bool, int, bool, int]] = {}
+        """Each job's part of its ``Beginning`` that never changes: computed at its first."""
         self._closed = False
         super().__init__(app, *args, **kwargs)
 
@@ -151,7 +169,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """
         refuse_pickle_at_start(self)  # before the banner's beat_init: this reads the jobs first
         jobs = jobs_of(self.app)
-        self._jobs, self._due = jobs, []
+        self._jobs, self._due, self._beginnings = jobs, [], {}
         self._warn_of_entries_not_installed(jobs)
         if not jobs.start:
             logger.info("beat: this process runs no job by time (RUN_JOBS is off)")
@@ -417,17 +435,27 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
     def _beginning(self, job: CeleryJob, occurrence: Occurrence) -> Beginning:
         """What the core decided for an occurrence, for the stores to carry out."""
         occurrence.move(Event.JITTER_ELAPSED)
-        rules, options, at = self._registry().rules, job.schedule.options, occurrence.scheduled_at
+        at = occurrence.scheduled_at
+        fixed = self._beginnings.get(job.name)
+        if fixed is None:
+            rules, options = self._registry().rules, job.schedule.options
+            fixed = self._beginnings[job.name] = (
+                options.single_instance,
+                lock_ttl_ms(options, rules),
+                options.overlap is OverlapPolicy.QUEUE,
+                run_ttl_ms(options, rules),
+            )
+        single_instance, lock_ttl, queue, run_ttl = fixed
         return Beginning(
             job=job.name,
             scheduled_at=at,
-            lock_key=lock_key(job.name, at) if options.single_instance else None,
-            lock_ttl_ms=lock_ttl_ms(options, rules),
+            lock_key=lock_key(job.name, at) if single_instance else None,
+            lock_ttl_ms=lock_ttl,
             # A beat_schedule entry is not claimed: its task is the app's own and never
             # reports that a run ended, as under Celery's beat.
             claim=job.declared,
-            queue=options.overlap is OverlapPolicy.QUEUE,
-            run_ttl_ms=run_ttl_ms(options, rules),
+            queue=queue,
+            run_ttl_ms=run_ttl,
         )
 
     def _record_interrupted(
@@ -504,14 +532,16 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 tasks.append(item)
         if not tasks:
             return
+        self._forget_stale_messages()
+        batch = _Batch(TaskMessage.fits_here(), logger.isEnabledFor(logging.INFO))
         if len(tasks) == 1:
-            if self._send(tasks[0], None, None):
+            if self._send(tasks[0], None, batch):
                 sent.add(id(tasks[0].occurrence))
             return
         try:
             with self.app.producer_or_acquire() as producer, publish_batch(producer, len(tasks)):
-                declared: set[str | None] = set()
-                published = [item for item in tasks if self._send(item, producer, declared)]
+                batch.declared = set()
+                published = [item for item in tasks if self._send(item, producer, batch)]
         except Exception as error:
             for item in tasks:
                 if item.occurrence.outcome is None:
@@ -522,7 +552,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
     def _next_id(self) -> str:
         return self._registry().ids.next_id()
 
-    def _send(self, item: _Sending, producer: Any, declared: set[str | None] | None) -> bool:
+    def _send(self, item: _Sending, producer: Any, batch: _Batch) -> bool:
         """Publish the task; a publish that fails is recorded ``failed`` and frees the run state.
 
         The message expires with the lock: run later than that, another beat could have sent
@@ -530,13 +560,13 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
 
         A declared job's message is the one ``send_task`` would send, built from its
         ``TaskMessage`` (the route, options and fixed headers computed at its first send), where
-        the app allows; otherwise through ``send_task``. ``declared``: the queues a message of
-        this batch already declared through ``send_task``, so the others skip kombu's cached
-        declaration check.
+        the app allows; otherwise through ``send_task``. ``batch.declared``: the queues a
+        message of this batch already declared through ``send_task``, so the others skip
+        kombu's cached declaration check.
         """
         job, at = item.job, item.occurrence.scheduled_at
         item.correlation_id = correlation_id = self._next_id()
-        if logger.isEnabledFor(logging.INFO):
+        if batch.logs_sends:
             logger.info(
                 "Scheduler: Sending due task %s (%s) of %s", job.name, job.task_name, iso_ms(at)
             )
@@ -545,10 +575,10 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 if not job.declared:
                     self._send_entry(job, headers, producer)
                     return True
-                kwargs = OccurrenceMessage(at, correlation_id).to_kwargs()
+                kwargs = _kwargs(batch, at, correlation_id)
                 message = self._message(job)
-                if message is None or not message.fits_here():
-                    self._send_task(item, kwargs, headers, producer, declared)
+                if message is None or not batch.fits_here:
+                    self._send_task(item, kwargs, headers, producer, batch.declared)
                 elif producer is None:
                     with self.app.producer_or_acquire() as held:
                         message.send(
@@ -563,15 +593,25 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             return False
         return True
 
+    def _forget_stale_messages(self) -> None:
+        """Drop the messages built before the app's routes changed: built again at their next
+        send. Once per batch, as the routes cannot change while it is published."""
+        router = self.app.amqp.router
+        if router is not self._messages_router:
+            self._messages_router = router
+            self._messages = {
+                name: None for name, message in self._messages.items() if message is None
+            }
+
     def _message(self, job: CeleryJob) -> TaskMessage | None:
-        """The job's task message, built at its first send (again when the app's routes change);
-        None where ``send_task`` is used.
+        """The job's task message, built at its first send (again when the app's routes change:
+        ``_forget_stale_messages``); None where ``send_task`` is used.
 
         A route that cannot be built (a queue missing from ``task_queues``) leaves the job to
         ``send_task``, which raises the same error for each occurrence.
         """
         message = self._messages.get(job.name, _UNBUILT)
-        if message is None or (message is not _UNBUILT and message.is_current()):
+        if message is not _UNBUILT:
             return message
         try:
             message = TaskMessage.of(self.app, job.task_name, queue=job.queue)
@@ -756,6 +796,16 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self, at: datetime, kind: _Kind, job: CeleryJob, occurrence: Occurrence | None = None
     ) -> None:
         heapq.heappush(self._due, _Entry(at, next(self._seq), kind, job, occurrence))
+
+
+def _kwargs(batch: _Batch, at: datetime, correlation_id: str) -> dict[str, str | None]:
+    """The occurrence's task kwargs, its instant written once for the batch."""
+    kwargs = batch.kwargs.get(at)
+    if kwargs is None:
+        kwargs = batch.kwargs[at] = OccurrenceMessage(at, correlation_id).to_kwargs()
+    kwargs = kwargs.copy()
+    kwargs["correlation_id"] = correlation_id
+    return kwargs
 
 
 def _error(beginning: Beginning) -> Exception:

@@ -84,6 +84,20 @@ _origin: list[str] = []
 os.register_at_fork(after_in_child=_origin.clear)
 
 
+_last_expiry: list[tuple[datetime | None, str]] = [(None, "")]
+"""The last expiry written and its text: the messages beat publishes together share one."""
+
+
+def _isoformat(expires: datetime) -> str:
+    """``expires.isoformat()``, once per expiry object (the same object, so the same text)."""
+    last = _last_expiry[0]
+    if last[0] is expires:
+        return last[1]
+    text = expires.isoformat()
+    _last_expiry[0] = (expires, text)
+    return text
+
+
 def _origin_here() -> str:
     if not _origin:
         _origin.append(str(anon_nodename()))
@@ -320,8 +334,12 @@ class TaskMessage:
         """False once the app's routes changed since it was built: build it again."""
         return self._sending.router is self._app.amqp.router
 
-    def fits_here(self) -> bool:
-        """False within a running task (its message would carry the parent's ids): send_task."""
+    @staticmethod
+    def fits_here() -> bool:
+        """False within a running task (its message would carry the parent's ids): send_task.
+
+        The same for every message of a task: a caller publishing many asks once.
+        """
         return get_current_worker_task() is None and not celery_amqp._callback_publish_retry.get()
 
     def send(
@@ -352,7 +370,7 @@ class TaskMessage:
         if self._reprs_given:
             properties["kwargsrepr"] = kwargsrepr
         if expires is not None:
-            message_headers["expires"] = expires.isoformat()
+            message_headers["expires"] = _isoformat(expires)
             properties["expiration"] = self._seconds_left(task_id, expires)
         if headers:
             message_headers.update(headers)
