@@ -69,25 +69,26 @@ class RedisJobStore(JobStore):
         self._expire_leases = _register(client, "job_expire_leases.lua")
 
     def add(self, job: NewJob, *, dispatched: bool) -> str:
-        fields: list[str | None] = [
+        tenant = tenant_key_of(job.enqueued_by)
+        keys = [self._job_key(job.id)]
+        if job.idempotency_key is not None:
+            keys.append(f"{self._prefix}key:{tenant}:{job.idempotency_key}")
+        args: list[str | int] = [
+            self._prefix,
             job.id,
             job.name,
             job.queue,
-            str(_ms(job.enqueued_at, "enqueued_at")),
-            str(_ms(job.run_at, "run_at")),
-            str(job.max_attempts),
-            tenant_key_of(job.enqueued_by),
-            job.idempotency_key,
-            "1" if dispatched else "0",
-        ]
-        args: list[str | int] = [
-            self._prefix,
-            _dump(fields),
             _dump(job.payload),
+            _ms(job.enqueued_at, "enqueued_at"),
+            _ms(job.run_at, "run_at"),
+            job.max_attempts,
             _dump(_enqueued_by_as_dict(job.enqueued_by)),
+            tenant,
+            job.idempotency_key or "",
+            int(dispatched),
         ]
         with unavailable_as(StoreUnavailableError, f"add the job {job.id!r}"):
-            kept = self._add(keys=[self._job_key(job.id)], args=args)
+            kept = self._add(keys=keys, args=args)
         return _text(kept)
 
     def claim_job(self, job_id: str, *, now: datetime, lease_ms: int) -> ClaimedJob | None:
