@@ -7,9 +7,15 @@ from typing import Any
 import pytest
 from celery import Celery
 
+from ddd_celery.background import InMemoryJobStore, StoredJobQueue
 from ddd_celery.celery.background.message import MAX_JOB_ID_LENGTH, read_job_id
-from ddd_celery.celery.background.publisher import send_wakeup
+from ddd_celery.celery.background.publisher import CeleryJobPublisher, send_wakeup
 from ddd_celery.celery.message import UnreadableMessageError
+from ddd_celery.celery.task_messages import TaskMessage
+from ddd_celery.declarations.background import background
+from ddd_celery.kernel import SystemClock, UuidGenerator
+from ddd_celery.kernel.scope import ContextVarExecutionScope
+from ddd_celery.kernel.unit_of_work import InMemoryUnitOfWork
 
 
 def test_the_job_id_is_read_from_the_only_keyword_argument() -> None:
@@ -65,3 +71,48 @@ def test_a_queue_is_declared_by_its_first_wake_up_only_and_every_wake_up_is_deli
         billing = connection.SimpleQueue("billing")
         bodies = [billing.get(timeout=1).payload[1] for _ in range(3)]
     assert bodies == [{"job_id": "a"}, {"job_id": "b"}, {"job_id": "d"}]
+
+
+@background("wakeups.compile", queue="billing")
+class CompileJob:
+    def run(self, payload: Any, execution: Any) -> None:
+        """Never run here: the test reads the wake-up it publishes."""
+
+
+def test_the_wake_up_after_a_commit_is_sent_as_a_prebuilt_message_not_through_send_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The publish that follows a commit fills the task's prebuilt message (``TaskMessage``):
+    ``send_task``'s per-message work is what made an enqueue dearer than a plain task."""
+    app = Celery("wakeups", broker="memory://", set_as_current=False)
+    prebuilt: list[str] = []
+    send = TaskMessage.send
+
+    def recording(message: TaskMessage, producer: Any, task_id: str, *args: Any, **kw: Any) -> None:
+        prebuilt.append(task_id)
+        send(message, producer, task_id, *args, **kw)
+
+    monkeypatch.setattr(TaskMessage, "send", recording)
+    unit_of_work = InMemoryUnitOfWork()
+    jobs = StoredJobQueue(
+        store=InMemoryJobStore(),
+        clock=SystemClock(),
+        ids=UuidGenerator(),
+        scope=ContextVarExecutionScope(),
+        unit_of_work=unit_of_work,
+        publisher=CeleryJobPublisher(app),
+        declarations=[CompileJob],
+    )
+
+    with unit_of_work.begin():
+        first = jobs.enqueue(CompileJob, {"month": "2026-10"})
+    with unit_of_work.begin():
+        second = jobs.enqueue(CompileJob, {"month": "2026-11"})
+
+    assert len(prebuilt) == 2
+    with app.connection_for_read() as connection:
+        billing = connection.SimpleQueue("billing")
+        messages = [billing.get(timeout=1) for _ in range(2)]
+    assert [message.payload[1] for message in messages] == [{"job_id": first}, {"job_id": second}]
+    assert [message.headers["task"] for message in messages] == ["wakeups.compile"] * 2
+    assert [message.headers["id"] for message in messages] == prebuilt
