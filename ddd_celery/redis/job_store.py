@@ -29,6 +29,7 @@ from ddd_celery.background.store import (
 )
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
+from ddd_celery.redis.held_connections import HeldConnections
 
 PURGE_BATCH = 1_000
 """Jobs one purge script deletes at most: a longer script would hold Redis for every client."""
@@ -53,20 +54,29 @@ class RedisJobStore(JobStore):
     def __init__(self, client: Redis, *, prefix: str = "ddd_celery:bg:") -> None:
         self._client = client
         self._prefix = prefix
-        self._add = _register(client, "job_add.lua")
-        self._claim = _register(client, "job_claim.lua")
-        self._claim_due = _register(client, "job_claim_due.lua")
-        self._heartbeat = _register(client, "job_heartbeat.lua")
-        self._update = _register(client, "job_update.lua")
-        self._complete = _register(client, "job_complete.lua")
-        self._fail = _register(client, "job_fail.lua")
-        self._release = _register(client, "job_release.lua")
-        self._cancel = _register(client, "job_cancel.lua")
-        self._retry_dead = _register(client, "job_retry_dead.lua")
-        self._list = _register(client, "job_list.lua")
-        self._purge = _register(client, "job_purge.lua")
-        self._take_due = _register(client, "job_take_due.lua")
-        self._expire_leases = _register(client, "job_expire_leases.lua")
+        connections = HeldConnections(client)
+        lua = resources.files(__package__).joinpath("lua")
+        library = lua.joinpath("job_lib.lua").read_text(encoding="utf-8")
+
+        def _register(name: str) -> _Script:
+            """``lua/<name>`` after ``lua/job_lib.lua``, the helpers and key layout they share."""
+            source = library + lua.joinpath(name).read_text(encoding="utf-8")
+            return _Script(connections, client, source)
+
+        self._add = _register("job_add.lua")
+        self._claim = _register("job_claim.lua")
+        self._claim_due = _register("job_claim_due.lua")
+        self._heartbeat = _register("job_heartbeat.lua")
+        self._update = _register("job_update.lua")
+        self._complete = _register("job_complete.lua")
+        self._fail = _register("job_fail.lua")
+        self._release = _register("job_release.lua")
+        self._cancel = _register("job_cancel.lua")
+        self._retry_dead = _register("job_retry_dead.lua")
+        self._list = _register("job_list.lua")
+        self._purge = _register("job_purge.lua")
+        self._take_due = _register("job_take_due.lua")
+        self._expire_leases = _register("job_expire_leases.lua")
 
     def add(self, job: NewJob, *, dispatched: bool) -> str:
         tenant = tenant_key_of(job.enqueued_by)
@@ -261,30 +271,23 @@ class RedisJobStore(JobStore):
 
 
 class _Script:
-    """A script of ``lua/``, run by its sha; loaded again when Redis lost it (a restart, a
-    ``SCRIPT FLUSH``).
+    """A script of ``lua/``, run by its sha on the thread's held connection
+    (``HeldConnections``); loaded again when Redis lost it (a restart, a ``SCRIPT FLUSH``).
 
-    redis-py's ``Script`` does the same, and first checks whether its client is a pipeline: an
-    ``isinstance`` against a class built on typing's ``Protocol``, a slow check, paid twice by
-    every background job's attempt (claim, complete).
+    redis-py's ``Script`` does the same through the client's command path, and first checks
+    whether its client is a pipeline: an ``isinstance`` against a class built on typing's
+    ``Protocol``, a slow check, paid twice by every background job's attempt (claim, complete).
     """
 
-    def __init__(self, client: Redis, source: str) -> None:
-        self._client = client
+    def __init__(self, connections: HeldConnections, client: Redis, source: str) -> None:
+        self._connections = connections
         self._script = client.register_script(source)
 
     def __call__(self, *, keys: list[str], args: list[str | int]) -> Any:
         try:
-            return self._client.evalsha(self._script.sha, len(keys), *keys, *args)
+            return self._connections.execute("EVALSHA", self._script.sha, len(keys), *keys, *args)
         except NoScriptError:
             return self._script(keys=keys, args=args)
-
-
-def _register(client: Redis, name: str) -> _Script:
-    """``lua/<name>`` after ``lua/job_lib.lua``, the helpers and key layout they share."""
-    lua = resources.files(__package__).joinpath("lua")
-    library = lua.joinpath("job_lib.lua").read_text(encoding="utf-8")
-    return _Script(client, library + lua.joinpath(name).read_text(encoding="utf-8"))
 
 
 def _token() -> str:

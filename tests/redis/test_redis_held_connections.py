@@ -1,0 +1,163 @@
+"""HeldConnections on the real Redis: one connection per thread, the client's retries and
+timeouts kept, nothing shared with another thread or a forked child, a stale reply never read.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from redis import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ddd_celery.redis import connect
+from ddd_celery.redis.held_connections import HeldConnections
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[Redis]:
+    client = connect(redis_url)
+    yield client
+    client.close()
+
+
+def client_id(connections: HeldConnections) -> int:
+    return int(connections.execute("CLIENT", "ID"))
+
+
+def in_thread(connections: HeldConnections) -> int:
+    found: list[int] = []
+    thread = threading.Thread(target=lambda: found.append(client_id(connections)))
+    thread.start()
+    thread.join()
+    return found[0]
+
+
+def test_a_thread_sends_every_command_on_the_one_connection_it_took(client: Redis) -> None:
+    connections = HeldConnections(client)
+
+    first = client_id(connections)
+
+    assert [client_id(connections) for _ in range(5)] == [first] * 5
+    assert client.connection_pool._in_use_connections  # type: ignore[attr-defined]
+
+
+def test_two_threads_hold_two_connections(client: Redis) -> None:
+    connections = HeldConnections(client)
+    ready, done = threading.Barrier(2), threading.Event()
+    ids: list[int] = []
+
+    def hold() -> None:
+        ids.append(client_id(connections))
+        ready.wait()
+        done.wait()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    ready.wait()
+    mine = client_id(connections)
+    done.set()
+    thread.join()
+
+    assert ids[0] != mine
+
+
+def test_a_thread_that_ends_gives_its_connection_back_to_the_pool(client: Redis) -> None:
+    connections = HeldConnections(client)
+
+    held = in_thread(connections)
+    gc.collect()
+
+    reused = client.connection_pool.get_connection()
+    try:
+        reused.send_command("CLIENT", "ID")
+        assert int(reused.read_response()) == held
+    finally:
+        client.connection_pool.release(reused)
+
+
+def _child_client_id(connections: HeldConnections, sent: Any) -> None:
+    sent.send(client_id(connections))
+
+
+def test_a_forked_child_never_uses_its_parents_connection(client: Redis) -> None:
+    connections = HeldConnections(client)
+    parents = client_id(connections)
+    context = multiprocessing.get_context("fork")
+    received, sent = context.Pipe(duplex=False)
+
+    child = context.Process(target=_child_client_id, args=(connections, sent))
+    child.start()
+    child.join(10)
+
+    assert child.exitcode == 0
+    assert received.recv() != parents
+    assert client_id(connections) == parents  # the parent's connection still answers its own
+
+
+def test_a_connection_the_server_dropped_is_replaced_by_the_clients_retry(
+    client: Redis, redis_client: Redis
+) -> None:
+    connections = HeldConnections(client)
+    dropped = client_id(connections)
+
+    redis_client.client_kill_filter(_id=str(dropped))
+
+    assert connections.execute("PING") in (True, b"PONG", "PONG")
+    assert client_id(connections) != dropped
+
+
+def test_without_retries_a_dropped_connection_is_the_callers_error(
+    redis_url: str, redis_client: Redis
+) -> None:
+    client = connect(redis_url, retries=0)
+    connections = HeldConnections(client)
+    redis_client.client_kill_filter(_id=str(client_id(connections)))
+
+    with pytest.raises(RedisConnectionError):
+        connections.execute("PING")
+
+    assert connections.execute("PING") in (True, b"PONG", "PONG")  # connected again
+    client.close()
+
+
+def test_a_reply_cut_short_by_a_timeout_is_never_read_as_the_next_commands(
+    redis_url: str, prefix: str
+) -> None:
+    client = connect(redis_url, timeout=0.2, retries=0)
+    connections = HeldConnections(client)
+    connections.execute("PING")
+
+    with pytest.raises(RedisTimeoutError):
+        connections.execute("BLPOP", f"{prefix}empty", 1)  # answers after 1 s, read for 0.2 s
+
+    connections.execute("SET", f"{prefix}k", "v")
+    assert connections.execute("GET", f"{prefix}k") == b"v"
+    client.close()
+
+
+def test_an_error_reply_leaves_the_connection_in_step(client: Redis) -> None:
+    connections = HeldConnections(client)
+    held = client_id(connections)
+
+    with pytest.raises(NoScriptError):
+        connections.execute("EVALSHA", "0" * 40, 0)
+
+    assert client_id(connections) == held
+
+
+def test_a_single_connection_client_keeps_its_own_connection(redis_url: str) -> None:
+    client = Redis.from_url(redis_url, single_connection_client=True)
+    connections = HeldConnections(client)
+
+    assert client_id(connections) == client.client_id()
+    assert in_thread(connections) == client.client_id()
+    client.close()
