@@ -6,14 +6,14 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from redis.commands.core import Script
+from ddd_celery.redis.scripts import LuaScript
 
 BATCH = 1_000
 """Jobs per call: 10,000 jobs cost ten round trips, and no reply holds Redis for long."""
 
 
 def read_many(
-    script: Script, prefix: str, jobs: Iterable[str], *, field: str | None = None
+    script: LuaScript, prefix: str, jobs: Iterable[str], *, field: str | None = None
 ) -> dict[str, Any]:
     """The value of each job's key ``<prefix><job>``, or the ``field`` of each job's hash,
     decoded from JSON; None where it is missing.

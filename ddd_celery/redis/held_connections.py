@@ -1,16 +1,17 @@
-"""Commands sent on a connection the calling thread holds: the stores' hot round trips.
+"""Commands sent on a connection the calling thread holds: the stores' scripts.
 
 For each command redis-py takes a connection from its pool, gives it back, and runs its
 observability hooks around it: about 28 µs of CPU of a 70 µs PING on the machine the benchmarks
-ran on (``bench/bench_background.py``). A background job's attempt makes two round trips (its
-claim and its completion) and an enqueue one (its add), so that is about a tenth of each. Here
-each thread takes one connection from the client's own pool at its first command and keeps it,
-with the client's timeouts, its retries (``Retry``, on a new connection), its encoding and its
-health checks: only the per-command bookkeeping is skipped.
+ran on. A background job's attempt makes two script calls (its claim and its completion), an
+enqueue one (its add), a scheduled job's run and beat's batch one each: that is about a tenth
+of each. Here each thread takes one connection from the client's own pool at its first script
+and keeps it, with the client's timeouts, its retries (``Retry``, on a new connection), its
+encoding and its health checks: only the per-command bookkeeping is skipped.
 
-A thread holds its connection until it ends (it goes back to the pool then) and a forked child
-never uses its parent's. A client whose connections redis-py routes itself (a single-connection
-client, Sentinel, a cluster, anything but the plain pools) is sent its commands as usual.
+A thread holds its connection until it ends (it goes back to the pool then), beside the one
+the client's own commands take from the pool, and a forked child never uses its parent's. A
+client whose connections redis-py routes itself (a single-connection client, Sentinel, a
+cluster, anything but the plain pools) is sent its commands as usual.
 """
 
 from __future__ import annotations

@@ -6,11 +6,9 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from importlib import resources
 from typing import Any
 
 from redis import Redis
-from redis.exceptions import NoScriptError
 
 from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
 from ddd_celery.background.rules import tenant_key_of
@@ -29,7 +27,7 @@ from ddd_celery.background.store import (
 )
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
-from ddd_celery.redis.held_connections import HeldConnections
+from ddd_celery.redis.scripts import LuaScript, register
 
 PURGE_BATCH = 1_000
 """Jobs one purge script deletes at most: a longer script would hold Redis for every client."""
@@ -54,14 +52,10 @@ class RedisJobStore(JobStore):
     def __init__(self, client: Redis, *, prefix: str = "ddd_celery:bg:") -> None:
         self._client = client
         self._prefix = prefix
-        connections = HeldConnections(client)
-        lua = resources.files(__package__).joinpath("lua")
-        library = lua.joinpath("job_lib.lua").read_text(encoding="utf-8")
 
-        def _register(name: str) -> _Script:
+        def _register(name: str) -> LuaScript:
             """``lua/<name>`` after ``lua/job_lib.lua``, the helpers and key layout they share."""
-            source = library + lua.joinpath(name).read_text(encoding="utf-8")
-            return _Script(connections, client, source)
+            return register(client, name, after="job_lib.lua")
 
         self._add = _register("job_add.lua")
         self._claim = _register("job_claim.lua")
@@ -268,26 +262,6 @@ class RedisJobStore(JobStore):
 
     def _job_key(self, job_id: str) -> str:
         return f"{self._prefix}job:{job_id}"
-
-
-class _Script:
-    """A script of ``lua/``, run by its sha on the thread's held connection
-    (``HeldConnections``); loaded again when Redis lost it (a restart, a ``SCRIPT FLUSH``).
-
-    redis-py's ``Script`` does the same through the client's command path, and first checks
-    whether its client is a pipeline: an ``isinstance`` against a class built on typing's
-    ``Protocol``, a slow check, paid twice by every background job's attempt (claim, complete).
-    """
-
-    def __init__(self, connections: HeldConnections, client: Redis, source: str) -> None:
-        self._connections = connections
-        self._script = client.register_script(source)
-
-    def __call__(self, *, keys: list[str], args: list[str | int]) -> Any:
-        try:
-            return self._connections.execute("EVALSHA", self._script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            return self._script(keys=keys, args=args)
 
 
 def _token() -> str:

@@ -2,17 +2,56 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import resources
+from typing import Any
+from weakref import WeakKeyDictionary
 
 from redis import Redis
-from redis.commands.core import Script
+from redis.exceptions import NoScriptError
+
+from ddd_celery.redis.held_connections import HeldConnections
+
+_HELD: WeakKeyDictionary[Redis, HeldConnections] = WeakKeyDictionary()
+"""One ``HeldConnections`` per client: every store of a client shares a thread's connection."""
 
 
-def register(client: Redis, name: str) -> Script:
-    """Register ``lua/<name>`` on ``client``: each call is then one EVALSHA round trip.
+class LuaScript:
+    """A script run by its sha in one round trip, on the thread's held connection
+    (``HeldConnections``); loaded again when Redis lost it (a restart, a ``SCRIPT FLUSH``).
 
-    redis-py loads the script itself the first time Redis answers NOSCRIPT (a new or restarted
-    server), at the cost of two more round trips once.
+    redis-py's ``Script`` does the same through the client's command path, and first checks
+    whether its client is a pipeline: an ``isinstance`` against a class built on typing's
+    ``Protocol``, a slow check, paid by every round trip of beat and of the workers.
     """
-    source = resources.files(__package__).joinpath("lua", name).read_text(encoding="utf-8")
-    return client.register_script(source)
+
+    def __init__(self, client: Redis, source: str) -> None:
+        self._connections = held_connections(client)
+        self._script = client.register_script(source)
+
+    def __call__(self, *, keys: Sequence[str] = (), args: Sequence[str | int] = ()) -> Any:
+        try:
+            return self._connections.execute("EVALSHA", self._script.sha, len(keys), *keys, *args)
+        except NoScriptError:  # redis-py's Script loads it, then runs it
+            return self._script(keys=list(keys), args=list(args))
+
+
+def register(client: Redis, name: str, *, after: str | None = None) -> LuaScript:
+    """``lua/<name>`` on ``client``, preceded by ``lua/<after>`` (helpers it shares) if given.
+
+    Each call is one EVALSHA round trip; the first time Redis answers NOSCRIPT (a new or
+    restarted server) it is loaded, at the cost of two more round trips once.
+    """
+    lua = resources.files(__package__).joinpath("lua")
+    source = lua.joinpath(name).read_text(encoding="utf-8")
+    if after is not None:
+        source = lua.joinpath(after).read_text(encoding="utf-8") + source
+    return LuaScript(client, source)
+
+
+def held_connections(client: Redis) -> HeldConnections:
+    """The ``HeldConnections`` of ``client``, shared by every store built on it."""
+    held = _HELD.get(client)
+    if held is None:
+        held = _HELD.setdefault(client, HeldConnections(client))
+    return held

@@ -49,7 +49,8 @@ def test_reading_is_one_get_and_writing_one_evalsha(
 ) -> None:
     client, commands = recorded
     checkpoints = RedisJobCheckpoints(client, prefix=prefix)
-    checkpoints.write("billing.close-month", AT)
+    checkpoints.write("billing.close-month", AT)  # scripts and reads connected once
+    checkpoints.read("billing.close-month")
     commands.clear()
 
     checkpoints.write("billing.close-month", AT)

@@ -61,7 +61,8 @@ def test_writing_is_one_evalsha_and_reading_one_hget(
 ) -> None:
     client, commands = recorded
     last_runs = RedisJobLastRuns(client, prefix=prefix)
-    last_runs.write(missed("billing.close-month"))
+    last_runs.write(missed("billing.close-month"))  # scripts and reads connected once
+    last_runs.read("billing.close-month")
     commands.clear()
 
     last_runs.write(missed("billing.close-month"))
