@@ -84,13 +84,16 @@ class EveryMinuteJob:
         note(execution, "proc.every-minute")
 
 
-@scheduled("proc.catch-up-once", every="1s", missed="run-once", enabled=False)
+# overlap="queue": a beat whose start-up ends a few ms before a whole second sends the latest
+# instant due as the catch-up just before the next one is due; that next one then waits for the
+# catch-up's run instead of being skipped, so the restart rule is what test_process_restarts sees.
+@scheduled("proc.catch-up-once", every="1s", missed="run-once", overlap="queue", enabled=False)
 class CatchUpOnceJob:
     def run(self, execution: JobExecution) -> None:
         note(execution, "proc.catch-up-once")
 
 
-@scheduled("proc.catch-up-skip", every="1s", enabled=False)
+@scheduled("proc.catch-up-skip", every="1s", overlap="queue", enabled=False)
 class CatchUpSkipJob:
     def run(self, execution: JobExecution) -> None:
         note(execution, "proc.catch-up-skip")
