@@ -15,7 +15,7 @@ from ddd_celery.generate import settings_file, templates
 from ddd_celery.generate.errors import FILE_EXISTS, GenerationRefusedError
 from ddd_celery.generate.files import Planned, Written, apply, kept, owned, packages
 from ddd_celery.generate.layout import Layout, find_layout
-from ddd_celery.generate.names import JobNames, job_names
+from ddd_celery.generate.names import JobNames, check_app, job_names
 
 SCHEDULING = "scheduling"
 BACKGROUND = "background"
@@ -118,13 +118,15 @@ def generate_worker(
 ) -> list[Written]:
     """Write the worker's entry point and turn ``RUN_JOBS`` off by default for the API.
 
-    ``app`` is ``module:attribute`` of the application's Celery app, ``<package>.app:app`` by
-    default. The worker module turns ``RUN_JOBS`` on before importing it; the job settings'
+    ``app`` is ``module.path:attribute`` of the application's Celery app, ``<package>.app:app``
+    by default; anything else is refused (``ValueError``), as it would be code in the module.
+    The worker module turns ``RUN_JOBS`` on before importing it; the job settings'
     ``RUN_JOBS_BY_DEFAULT`` becomes False, so every other process importing the app (the API)
     starts no job unless ``RUN_JOBS=true`` says so.
     """
+    given = None if app is None else check_app(app)
     layout = find_layout(root, package)
-    app_module, _, attribute = (app or f"{layout.package}.app:app").partition(":")
+    app_module, attribute = given or (f"{layout.package}.app", "app")
     settings = layout.module_path(SETTINGS_MODULE)
     return apply(
         layout.root,
@@ -135,7 +137,7 @@ def generate_worker(
                 templates.worker_module(
                     package=layout.package,
                     app_module=app_module,
-                    app_attribute=attribute or "app",
+                    app_attribute=attribute,
                 ),
             ),
             Planned(settings, settings_file.with_jobs_off_by_default),

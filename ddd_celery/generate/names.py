@@ -8,6 +8,7 @@ generator refuses what ``@scheduled`` would refuse, with the same message.
 
 from __future__ import annotations
 
+import keyword
 import re
 from dataclasses import dataclass
 
@@ -95,3 +96,21 @@ def check_package(package: str) -> str:
             "'acme.shop' (lower case, no hyphen)"
         )
     return package
+
+
+def check_app(app: str) -> tuple[str, str]:
+    """``(module, attribute)`` of ``--app module.path:attribute`` (attribute ``app`` when left
+    out); ``ValueError`` otherwise: the text is written into a Python module, so anything but
+    dotted identifiers would be code."""
+    module, colon, attribute = app.partition(":")
+    attribute = attribute if colon else "app"
+    if not (_dotted_identifier(module) and _dotted_identifier(attribute)):
+        raise ValueError(
+            f"--app {app!r} is not module.path:attribute, such as 'shop.app:app' (Python "
+            "identifiers separated by dots, one colon before the app's attribute)"
+        )
+    return module, attribute
+
+
+def _dotted_identifier(text: str) -> bool:
+    return all(part.isidentifier() and not keyword.iskeyword(part) for part in text.split("."))

@@ -125,3 +125,28 @@ def test_a_worker_module_of_the_projects_own_is_never_overwritten(project: Proje
     assert result.code == 1
     assert "shop/worker.py: worker.py exists and differs" in result.err
     assert project.files() == before
+
+
+@pytest.mark.parametrize(
+    "app",
+    [
+        "shop.app:app\nimport os; os.system('id')",
+        "shop.app:app; import os",
+        "shop.app:",
+        "shop..app:app",
+        "shop.app:app:more",
+        "shop.import:app",
+        '"); import os; ("',
+    ],
+)
+def test_an_app_that_is_not_module_path_and_attribute_is_refused_and_nothing_written(
+    project: Project, app: str
+) -> None:
+    before = project.files()
+
+    result = project.generate("worker", "--app", app)
+
+    assert result.code == 1
+    assert "is not module.path:attribute, such as 'shop.app:app'" in result.err
+    assert len(result.err.splitlines()) == 1
+    assert project.files() == before
