@@ -39,9 +39,13 @@ RELAY_JOB = "ddd_celery.relay"
 DEFAULT_RELAY_EVERY_MS = 1_000
 DEFAULT_RELAY_BATCH = 500
 DEFAULT_RELAY_MAX_BATCHES = 20
-DEFAULT_REDISPATCH_AFTER_MS = 300_000
-"""Five minutes: longer than a healthy backlog waits in the broker, far shorter than Redis's
-visibility timeout (an hour) after which a lost message would come back on its own."""
+DEFAULT_REDISPATCH_AFTER_MS = 30_000
+"""Thirty seconds, about a lease: a wake-up a SIGKILLed worker had prefetched stays in kombu's
+unacked set for the visibility timeout (an hour on Redis), so the job runs again only when the
+relay re-sends it; five minutes here kept every such job waiting five minutes. A job waiting in
+a healthy backlog longer than this is re-sent too, its extra wake-up finding it claimed; the
+store spaces each further re-send of the same job (2x, 4x... capped at 8x), so a long backlog is
+not flooded."""
 RELAY_TICK = "Relay: %d expired leases handed back, %d background jobs published"
 """The relay's line for each tick: INFO when it handed back or published, DEBUG otherwise (a
 line a second saying nothing was due would drown beat's log)."""
