@@ -3,7 +3,9 @@
 Every operation is atomic under one lock, so threads (a worker's, a test's) see each job move
 as the port says. Given a unit of work, ``add``, ``cancel`` and ``retry_dead`` take effect when
 it commits and not at all on rollback, as a table in the use case's transaction would: the
-store is then ``transactional``.
+store is then ``transactional``. A job's payload, progress and checkpoint are kept as JSON text
+and every job handed out is parsed from it, as a store across the network would: an object
+changed after ``enqueue``, or by an attempt, changes nothing kept.
 """
 
 from __future__ import annotations
@@ -11,15 +13,24 @@ from __future__ import annotations
 import builtins
 import heapq
 import itertools
+import json
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
-from ddd_celery.background.rules import JobEvent, can_move, move, tenant_key_of
+from ddd_celery.background.rules import (
+    JobEvent,
+    can_move,
+    move,
+    redispatch_wait_ms,
+    scoped_idempotency_key,
+    tenant_filter,
+)
 from ddd_celery.background.store import (
     CLAIMABLE,
     ClaimedJob,
@@ -28,6 +39,7 @@ from ddd_celery.background.store import (
     JobStats,
     JobStatus,
     JobStore,
+    JsonValue,
     LostLeaseError,
     NewJob,
     StoredJob,
@@ -35,13 +47,35 @@ from ddd_celery.background.store import (
 from ddd_celery.kernel.instants import require_aware
 from ddd_celery.kernel.unit_of_work import UnitOfWork
 
+TAKES_KEPT = 64
+"""How many ``take_due`` answers are kept by their token, to answer a repeated call again."""
+
 
 @dataclass(slots=True)
 class _Entry:
     job: StoredJob
+    """The job, its JSON fields (payload, progress, checkpoint) left None: they are below."""
     order: int
+    payload: str
+    progress: str = "null"
+    checkpoint: str = "null"
     token: str | None = None
+    """The lease of the attempt running it."""
+    last_token: str | None = None
+    last_end: JobEvent | None = None
+    """How the last lease ended (``complete``, ``fail``...): a report repeated by it is one."""
     dispatched_at: datetime | None = None
+    resends: int = 0
+    """How many times the relay sent it again since it became claimable."""
+
+    def view(self) -> StoredJob:
+        """The job with its JSON fields parsed anew: a copy of its own for each caller."""
+        return replace(
+            self.job,
+            payload=json.loads(self.payload),
+            progress=json.loads(self.progress),
+            checkpoint=json.loads(self.checkpoint),
+        )
 
 
 class InMemoryJobStore(JobStore):
@@ -51,7 +85,9 @@ class InMemoryJobStore(JobStore):
         self._unit_of_work = unit_of_work
         self.transactional = unit_of_work is not None
         self._jobs: dict[str, _Entry] = {}
-        self._keys: dict[tuple[str, str], str] = {}
+        self._keys: dict[str, str] = {}
+        """``scoped_idempotency_key`` -> the id of its job."""
+        self._takes: OrderedDict[str, builtins.list[Dispatch]] = OrderedDict()
         self._due: dict[str, builtins.list[tuple[datetime, int, str]]] = {}
         """Per queue, a heap of (run_at, order, id) of claimable jobs; entries left behind by a
         move are dropped when they reach the top, so a claim costs O(log n), not a scan."""
@@ -63,31 +99,49 @@ class InMemoryJobStore(JobStore):
     def list(self) -> builtins.list[StoredJob]:
         """Every job kept, in the order added."""
         with self._mutex:
-            return [entry.job for entry in sorted(self._jobs.values(), key=lambda e: e.order)]
+            return [entry.view() for entry in sorted(self._jobs.values(), key=lambda e: e.order)]
 
     # -- the port -----------------------------------------------------------------------
 
     def add(self, job: NewJob, *, dispatched: bool) -> str:
+        payload = _dump(job.payload)  # now: what was enqueued, not what it becomes
         with self._mutex:
             known = self._known(job)
             if known is not None:
                 return known
-        self._after_commit(lambda: self._insert(job, dispatched))
+        self._after_commit(lambda: self._insert(job, payload, dispatched))
         return job.id
 
-    def claim_job(self, job_id: str, *, now: datetime, lease_ms: int) -> ClaimedJob | None:
+    def claim_job(
+        self, job_id: str, *, now: datetime, lease_ms: int, token: str | None = None
+    ) -> ClaimedJob | None:
         require_aware(now, "now")
         with self._mutex:
             entry = self._jobs.get(job_id)
-            if entry is None or not _due(entry, now):
+            if entry is None:
                 return None
-            return self._claim(entry, now, lease_ms)
+            if token is not None and entry.token == token:
+                return self._claimed_again(entry, now, lease_ms)
+            if not _due(entry, now):
+                return None
+            return self._claim(entry, now, lease_ms, token or uuid.uuid4().hex)
 
     def claim_due(
-        self, queues: Sequence[str], *, now: datetime, lease_ms: int, limit: int
+        self,
+        queues: Sequence[str],
+        *,
+        now: datetime,
+        lease_ms: int,
+        limit: int,
+        token: str | None = None,
     ) -> builtins.list[ClaimedJob]:
         require_aware(now, "now")
         with self._mutex:
+            if token is not None:
+                again = self._claimed_by(token)
+                if again:
+                    return [self._claimed_again(entry, now, lease_ms) for entry in again]
+            stem = token or uuid.uuid4().hex
             heaps = [self._due[queue] for queue in set(queues) if queue in self._due]
             claimed: builtins.list[ClaimedJob] = []
             while len(claimed) < limit:
@@ -99,7 +153,8 @@ class InMemoryJobStore(JobStore):
                 if earliest is None:
                     break
                 _, _, job_id = heapq.heappop(earliest)
-                claimed.append(self._claim(self._jobs[job_id], now, lease_ms))
+                lease_token = f"{stem}:{len(claimed)}"
+                claimed.append(self._claim(self._jobs[job_id], now, lease_ms, lease_token))
             return claimed
 
     def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
@@ -113,24 +168,33 @@ class InMemoryJobStore(JobStore):
         self,
         lease: JobLease,
         *,
-        progress: object = None,
-        checkpoint: object = None,
+        progress: JsonValue = None,
+        checkpoint: JsonValue = None,
         set_progress: bool = False,
         set_checkpoint: bool = False,
     ) -> None:
+        progress_text = _dump(progress) if set_progress else None
+        checkpoint_text = _dump(checkpoint) if set_checkpoint else None
         with self._mutex:
             entry = self._held(lease)
-            job = entry.job
-            if set_progress:
-                job = replace(job, progress=progress)
-            if set_checkpoint:
-                job = replace(job, checkpoint=checkpoint)
-            entry.job = job
+            if progress_text is not None:
+                entry.progress = progress_text
+            if checkpoint_text is not None:
+                entry.checkpoint = checkpoint_text
 
     def complete(self, lease: JobLease, *, now: datetime) -> None:
+        require_aware(now, "now")
         with self._mutex:
+            if self._concluded(lease, JobEvent.COMPLETE):
+                return
             entry = self._held(lease)
-            self._move(entry, JobEvent.COMPLETE, finished_at=require_aware(now, "now"))
+            self._move(
+                entry,
+                JobEvent.COMPLETE,
+                finished_at=now,
+                last_error_code=None,
+                last_error_type=None,
+            )
 
     def fail(
         self,
@@ -143,6 +207,8 @@ class InMemoryJobStore(JobStore):
     ) -> None:
         require_aware(now, "now")
         with self._mutex:
+            if self._concluded(lease, JobEvent.RETRY, JobEvent.DIE):
+                return
             entry = self._held(lease)
             error = {"last_error_code": error_code, "last_error_type": error_type}
             if retry_at is None:
@@ -154,6 +220,8 @@ class InMemoryJobStore(JobStore):
 
     def release(self, lease: JobLease, *, now: datetime) -> None:
         with self._mutex:
+            if self._concluded(lease, JobEvent.RELEASE):
+                return
             entry = self._held(lease)
             self._move(
                 entry,
@@ -164,10 +232,15 @@ class InMemoryJobStore(JobStore):
 
     def cancel(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
         require_aware(now, "now")
+        tenant_filter(tenant_id)
 
         def apply() -> bool:
             entry = self._reachable(job_id, tenant_id)
-            if entry is None or not can_move(entry.job.status, JobEvent.CANCEL):
+            if entry is None:
+                return False
+            if entry.job.status is JobStatus.CANCELLED:
+                return True  # a cancel sent twice answers as the first did
+            if not can_move(entry.job.status, JobEvent.CANCEL):
                 return False
             self._move(entry, JobEvent.CANCEL, finished_at=now)
             return True
@@ -175,12 +248,14 @@ class InMemoryJobStore(JobStore):
         return self._decide_now_apply_at_commit(job_id, tenant_id, JobEvent.CANCEL, apply)
 
     def find(self, job_id: str, *, tenant_id: str | None) -> StoredJob | None:
+        tenant_filter(tenant_id)
         with self._mutex:
             entry = self._reachable(job_id, tenant_id)
-            return None if entry is None else entry.job
+            return None if entry is None else entry.view()
 
     def retry_dead(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
         require_aware(now, "now")
+        tenant_filter(tenant_id)
 
         def apply() -> bool:
             entry = self._reachable(job_id, tenant_id)
@@ -194,6 +269,7 @@ class InMemoryJobStore(JobStore):
     def list_jobs(
         self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
     ) -> builtins.list[StoredJob]:
+        tenant_filter(tenant_id)
         with self._mutex:
             entries = [
                 e
@@ -202,7 +278,7 @@ class InMemoryJobStore(JobStore):
                 and (tenant_id is None or e.job.tenant_id == tenant_id)
             ]
         entries.sort(key=lambda e: (e.job.enqueued_at, e.order), reverse=True)
-        return [entry.job for entry in entries[: max(0, limit)]]
+        return [entry.view() for entry in entries[: max(0, limit)]]
 
     def purge_finished(self, *, before: datetime) -> int:
         require_aware(before, "before")
@@ -217,7 +293,9 @@ class InMemoryJobStore(JobStore):
             for job in gone:
                 del self._jobs[job.id]
                 if job.idempotency_key is not None:
-                    self._keys.pop((tenant_key_of(job.enqueued_by), job.idempotency_key), None)
+                    scoped = scoped_idempotency_key(job.tenant_id, job.idempotency_key)
+                    if self._keys.get(scoped) == job.id:
+                        del self._keys[scoped]
             return len(gone)
 
     def stats(self) -> JobStats:
@@ -229,22 +307,38 @@ class InMemoryJobStore(JobStore):
         return JobStats(counts)
 
     def take_due(
-        self, *, now: datetime, limit: int, redispatch_after_ms: int
+        self,
+        *,
+        now: datetime,
+        limit: int,
+        redispatch_after_ms: int,
+        token: str | None = None,
     ) -> builtins.list[Dispatch]:
         require_aware(now, "now")
-        stale = now - timedelta(milliseconds=redispatch_after_ms)
+
+        def resend_due(entry: _Entry) -> bool:
+            if entry.dispatched_at is None:
+                return True
+            wait = redispatch_wait_ms(redispatch_after_ms, entry.resends)
+            return entry.dispatched_at + timedelta(milliseconds=wait) < now
+
         with self._mutex:
+            if token is not None and token in self._takes:
+                return builtins.list(self._takes[token])
             claimable = (self._jobs[job_id] for job_id in self._claimable)
-            due = [
-                e
-                for e in claimable
-                if _due(e, now) and (e.dispatched_at is None or e.dispatched_at < stale)
-            ]
+            due = [e for e in claimable if _due(e, now) and resend_due(e)]
             due.sort(key=lambda e: (e.job.run_at, e.order))
             taken = due[: max(0, limit)]
             for entry in taken:
+                if entry.dispatched_at is not None:
+                    entry.resends += 1
                 entry.dispatched_at = now
-            return [Dispatch(e.job.id, e.job.name, e.job.queue) for e in taken]
+            dispatches = [Dispatch(e.job.id, e.job.name, e.job.queue) for e in taken]
+            if token is not None:
+                self._takes[token] = dispatches
+                while len(self._takes) > TAKES_KEPT:
+                    self._takes.popitem(last=False)
+            return builtins.list(dispatches)
 
     def expire_leases(self, *, now: datetime, limit: int) -> builtins.list[StoredJob]:
         require_aware(now, "now")
@@ -262,7 +356,8 @@ class InMemoryJobStore(JobStore):
                     self._move(entry, JobEvent.DIE, finished_at=now, **_INTERRUPTED)
                 else:
                     self._move(entry, JobEvent.RETRY, run_at=now, **_INTERRUPTED)
-                handed_back.append(entry.job)
+                entry.last_end = None  # expired, not concluded by its attempt: reports refused
+                handed_back.append(entry.view())
             return handed_back
 
     # -- inside the lock ----------------------------------------------------------------
@@ -270,9 +365,9 @@ class InMemoryJobStore(JobStore):
     def _known(self, job: NewJob) -> str | None:
         if job.idempotency_key is None:
             return None
-        return self._keys.get((tenant_key_of(job.enqueued_by), job.idempotency_key))
+        return self._keys.get(scoped_idempotency_key(job.tenant_id, job.idempotency_key))
 
-    def _insert(self, job: NewJob, dispatched: bool) -> None:
+    def _insert(self, job: NewJob, payload: str, dispatched: bool) -> None:
         require_aware(job.enqueued_at, "enqueued_at")
         require_aware(job.run_at, "run_at")
         with self._mutex:
@@ -283,7 +378,7 @@ class InMemoryJobStore(JobStore):
                 name=job.name,
                 queue=job.queue,
                 status=JobStatus.QUEUED,
-                payload=job.payload,
+                payload=None,
                 enqueued_at=job.enqueued_at,
                 run_at=job.run_at,
                 attempts=0,
@@ -292,23 +387,52 @@ class InMemoryJobStore(JobStore):
                 idempotency_key=job.idempotency_key,
             )
             entry = _Entry(
-                stored, next(self._order), dispatched_at=job.enqueued_at if dispatched else None
+                stored,
+                next(self._order),
+                payload,
+                dispatched_at=job.enqueued_at if dispatched else None,
             )
             self._jobs[job.id] = entry
             self._index(entry)
             if job.idempotency_key is not None:
-                self._keys[(tenant_key_of(job.enqueued_by), job.idempotency_key)] = job.id
+                self._keys[scoped_idempotency_key(job.tenant_id, job.idempotency_key)] = job.id
 
-    def _claim(self, entry: _Entry, now: datetime, lease_ms: int) -> ClaimedJob:
-        if lease_ms <= 0:
-            raise ValueError(f"a lease lasts a positive number of ms, not {lease_ms}")
-        expires_at = now + timedelta(milliseconds=lease_ms)
-        entry.token = uuid.uuid4().hex
+    def _claim(self, entry: _Entry, now: datetime, lease_ms: int, token: str) -> ClaimedJob:
+        expires_at = now + timedelta(milliseconds=_positive(lease_ms))
         self._move(
             entry, JobEvent.CLAIM, attempts=entry.job.attempts + 1, lease_expires_at=expires_at
         )
+        entry.token, entry.last_token, entry.last_end = token, None, None
+        lease = JobLease(entry.job.id, entry.job.attempts, token, expires_at)
+        return ClaimedJob(entry.view(), lease)
+
+    def _claimed_again(self, entry: _Entry, now: datetime, lease_ms: int) -> ClaimedJob:
+        """A claim repeated by the attempt running the job: its lease, extended, not counted."""
+        assert entry.token is not None
+        expires_at = now + timedelta(milliseconds=_positive(lease_ms))
+        entry.job = replace(entry.job, lease_expires_at=expires_at)
         lease = JobLease(entry.job.id, entry.job.attempts, entry.token, expires_at)
-        return ClaimedJob(entry.job, lease)
+        return ClaimedJob(entry.view(), lease)
+
+    def _claimed_by(self, stem: str) -> builtins.list[_Entry]:
+        """The running jobs a ``claim_due`` named ``stem`` claimed, in the order it did."""
+        found = []
+        for job_id in self._running:
+            token = self._jobs[job_id].token or ""
+            head, _, index = token.rpartition(":")
+            if head == stem and index.isdigit():
+                found.append((int(index), self._jobs[job_id]))
+        return [entry for _, entry in sorted(found, key=lambda pair: pair[0])]
+
+    def _concluded(self, lease: JobLease, *ends: JobEvent) -> bool:
+        """Whether ``lease`` already ended its attempt with one of ``ends``: a repeated report."""
+        entry = self._jobs.get(lease.job_id)
+        return (
+            entry is not None
+            and entry.token is None
+            and entry.last_token == lease.token
+            and entry.last_end in ends
+        )
 
     def _held(self, lease: JobLease) -> _Entry:
         entry = self._jobs.get(lease.job_id)
@@ -331,10 +455,12 @@ class InMemoryJobStore(JobStore):
         status = move(entry.job.status, event)
         changes.setdefault("finished_at", None)
         if status is not JobStatus.RUNNING:
+            if entry.token is not None:
+                entry.last_token, entry.last_end = entry.token, event
             entry.token = None
             changes["lease_expires_at"] = None
         if status in CLAIMABLE:
-            entry.dispatched_at = None
+            entry.dispatched_at, entry.resends = None, 0
         entry.job = replace(entry.job, status=status, **changes)
         self._index(entry)
 
@@ -367,6 +493,7 @@ class InMemoryJobStore(JobStore):
             heapq.heappop(heap)
 
     def _reachable(self, job_id: str, tenant_id: str | None) -> _Entry | None:
+        """The job when ``tenant_id`` reaches it (None: every job)."""
         entry = self._jobs.get(job_id)
         if entry is None or (tenant_id is not None and entry.job.tenant_id != tenant_id):
             return None
@@ -380,7 +507,10 @@ class InMemoryJobStore(JobStore):
             if not self._in_unit_of_work():
                 return apply()
             entry = self._reachable(job_id, tenant_id)
-            possible = entry is not None and can_move(entry.job.status, event)
+            possible = entry is not None and (
+                can_move(entry.job.status, event)
+                or (event is JobEvent.CANCEL and entry.job.status is JobStatus.CANCELLED)
+            )
 
         def at_commit() -> None:
             with self._mutex:
@@ -405,3 +535,14 @@ _INTERRUPTED = {"last_error_code": JOB_INTERRUPTED, "last_error_type": JobInterr
 
 def _due(entry: _Entry, now: datetime) -> bool:
     return entry.job.status in CLAIMABLE and entry.job.run_at <= now
+
+
+def _positive(lease_ms: int) -> int:
+    if lease_ms <= 0:
+        raise ValueError(f"a lease lasts a positive number of ms, not {lease_ms}")
+    return lease_ms
+
+
+def _dump(value: JsonValue) -> str:
+    """``value`` as the JSON a store across the network would keep (what Redis's keeps)."""
+    return json.dumps(value, separators=(",", ":"))

@@ -2,8 +2,9 @@
 
 Every store and driver asks this module rather than deciding for itself: which moves a job's
 status may make (``MOVES``), when a failed attempt runs again (exponential backoff with jitter)
-or dies, how an attempt's end becomes the status of its ``BackgroundJobRun``, and how long a
-lease lasts and how often it is renewed. A job moves through::
+or dies, how an attempt's end becomes the status of its ``BackgroundJobRun``, how long a lease
+lasts and how often it is renewed, how often an unclaimed job is sent again, and how a tenant
+scopes an idempotency key. A job moves through::
 
     queued --claim--> running --complete--> succeeded
     failed --claim--> running --retry--> failed        running --die--> dead
@@ -14,6 +15,7 @@ lease lasts and how often it is renewed. A job moves through::
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -158,3 +160,53 @@ def tenant_key_of(enqueued_by: EnqueuedBy) -> str:
     would never collide.
     """
     return enqueued_by.tenant_id or ""
+
+
+def scoped_idempotency_key(tenant_id: str | None, key: str) -> str:
+    """One text naming ``key`` in its tenant, such that no two (tenant, key) pairs collide.
+
+    ``f"{n}:{tenant}:{key}"`` where ``n`` is the tenant's length in UTF-8 bytes (what Lua's
+    ``#`` counts, so a Redis script builds the same): read back, ``n`` says where the tenant
+    ends, so tenant ``org`` with key ``42:inv-1`` and tenant ``org:42`` with key ``inv-1``
+    differ. No tenant (None) is the empty tenant. Every store and the derived job id use it.
+    """
+    tenant = tenant_id or ""
+    return f"{len(tenant.encode())}:{tenant}:{key}"
+
+
+KEYED_IDS = uuid.UUID("0b6f1e4e-4d0c-4b61-9a53-5f3f7d2c8a10")
+"""The namespace of the job ids derived from an idempotency key (UUID version 5)."""
+
+
+def keyed_job_id(tenant_id: str | None, key: str) -> str:
+    """The id of the job enqueued with idempotency ``key`` in a tenant: derived, so the same
+    key in the same tenant names the same job even before the add (waiting for a commit)."""
+    return str(uuid.uuid5(KEYED_IDS, scoped_idempotency_key(tenant_id, key)))
+
+
+def tenant_filter(tenant_id: str | None) -> str | None:
+    """``tenant_id`` as ``find``, ``cancel``, ``retry_dead`` and ``list_jobs`` take it.
+
+    None reaches every job (an operator); the empty text names no tenant and is refused with
+    ``ValueError``, on every store alike, rather than read as "the jobs of no tenant".
+    """
+    if tenant_id == "":
+        raise ValueError("a tenant id is never empty: pass None to reach every job (an operator)")
+    return tenant_id
+
+
+REDISPATCH_BACKOFF_CAP = 8
+"""The most a re-send's wait grows to, in multiples of ``redispatch_after_ms``."""
+
+
+def redispatch_wait_ms(redispatch_after_ms: int, resends: int) -> int:
+    """How long after its last dispatch an unclaimed job is sent again, ``resends`` re-sends
+    made since it became claimable: ``redispatch_after_ms * min(2**resends, 8)``.
+
+    The first re-send comes after ``redispatch_after_ms``, the next after twice that, then four
+    and eight times: a backlog that no worker claims is not published again at every pass.
+    ``lua/job_take_due.lua`` computes the same.
+    """
+    if resends < 0:
+        raise ValueError(f"resends counts from 0, got {resends}")
+    return redispatch_after_ms * min(1 << min(resends, 3), REDISPATCH_BACKOFF_CAP)

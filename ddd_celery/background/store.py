@@ -5,10 +5,24 @@ The broker's message is only a wake-up carrying a job id; the store is the truth
 message published twice runs once: the claim decides.
 
 Time is a value: every operation that compares instants takes ``now`` from the caller (a driver
-reading its ``Clock``), and an adapter never reads a clock of its own. Every report of a worker
-names its attempt through the ``JobLease`` it got from a claim; a report from a lease that is no
-longer the job's (it expired and the job was claimed again, or it was cancelled) is refused with
-``LostLeaseError`` and changes nothing.
+reading its ``Clock``, or the store's own clock through ``store_time``), and an adapter never
+reads a clock inside an operation. Every report of a worker names its attempt through the
+``JobLease`` it got from a claim; a report from a lease that is no longer the job's (it expired
+and the job was claimed again, or it was cancelled) is refused with ``LostLeaseError`` and
+changes nothing.
+
+Every call that changes a job is safe to send twice, since a reply can be lost after the change
+was made (redis-py sends a script again on a new connection after a timeout; a driver or a
+caller may retry): a repeated ``add`` (same id) keeps the first job; a repeated claim with the
+same ``token`` answers the same lease; ``complete``, ``fail``, ``release``, ``heartbeat`` and
+``update`` repeated by an attempt that already concluded that way answer as the first did, with
+no change; a repeated ``cancel`` answers True again; a repeated ``take_due`` with the same
+``token`` answers the same dispatches.
+
+Tenants: ``tenant_id=None`` reaches every job (an operator); a tenant id is never the empty text
+(``find``, ``cancel``, ``retry_dead`` and ``list_jobs`` raise ``ValueError`` for ``""``), and
+an idempotency key is unique per tenant through ``rules.scoped_idempotency_key``, an encoding
+where no two (tenant, key) pairs collide.
 
 A job moves through these statuses::
 
@@ -22,11 +36,11 @@ A job moves through these statuses::
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 JsonValue = Any
 """A value ``json.dumps`` writes and ``json.loads`` gives back unchanged."""
@@ -111,6 +125,8 @@ class StoredJob:
     checkpoint: JsonValue = None
     """What the last attempt saved with ``save_checkpoint``; the next attempt starts from it."""
     last_error_code: str | None = None
+    """The error of the last attempt that failed (or was interrupted); None once the job has
+    succeeded: a succeeded job carries no error of an earlier attempt."""
     last_error_type: str | None = None
     lease_expires_at: datetime | None = None
     finished_at: datetime | None = None
@@ -158,6 +174,30 @@ class Dispatch:
     queue: str
 
 
+_T = TypeVar("_T")
+
+
+class Batch(list[_T]):
+    """The answer of a relay query (``take_due``, ``expire_leases``): a list, and ``dropped``.
+
+    ``dropped`` counts the index entries that named a job whose record is gone (a Redis key
+    evicted under ``maxmemory``, deleted by hand): the store drops them and goes on, so one
+    lost record never fails a whole pass; the relay can log the count. A store without such
+    indexes returns a plain list (``dropped_of`` reads 0).
+    """
+
+    dropped: int
+
+    def __init__(self, items: Iterable[_T] = (), *, dropped: int = 0) -> None:
+        super().__init__(items)
+        self.dropped = dropped
+
+
+def dropped_of(answer: Sequence[object]) -> int:
+    """``answer.dropped`` of a ``Batch``, 0 for any other list."""
+    return answer.dropped if isinstance(answer, Batch) else 0
+
+
 class LostLeaseError(RuntimeError):
     """A report named a lease that is no longer the job's: the store changed nothing."""
 
@@ -169,9 +209,22 @@ class JobStore(ABC):
     the use case's connection): then the row is the outbox and the queue publishes after the
     commit. A store that is not (Redis, memory) is added to after the commit instead. Raises
     ``ConnectionError`` (a subclass of it) when the store cannot be asked.
+
+    A job's payload, progress and checkpoint come back from the store as plain JSON, a copy of
+    their own: changing what was enqueued, or what an attempt got, changes nothing stored.
     """
 
     transactional: bool = False
+
+    def store_time(self) -> datetime | None:
+        """The store's own clock, aware UTC (Redis ``TIME``, PostgreSQL ``clock_timestamp()``).
+
+        None for a store whose clock is the caller's (memory, SQLite): the default. A driver
+        measures its offset to this clock and passes store time as every ``now``, so due times
+        and leases are judged on one clock whatever the skew between processes. Raises like any
+        call when the store cannot be asked.
+        """
+        return None
 
     @abstractmethod
     def add(self, job: NewJob, *, dispatched: bool) -> str:
@@ -184,27 +237,46 @@ class JobStore(ABC):
         """
 
     @abstractmethod
-    def claim_job(self, job_id: str, *, now: datetime, lease_ms: int) -> ClaimedJob | None:
+    def claim_job(
+        self, job_id: str, *, now: datetime, lease_ms: int, token: str | None = None
+    ) -> ClaimedJob | None:
         """Claim one job for an attempt (a Celery message naming it).
 
         Succeeds when the job is queued or failed and its ``run_at`` is not after ``now``:
         it becomes running, ``attempts`` counts one more, and the lease lasts ``lease_ms``.
         Returns None, changing nothing, for a job that is unknown, not due, running under
         another lease, or finished: a message published twice runs once.
+
+        ``token`` names the attempt (the lease's ``token``); None: the store makes one, once per
+        call, so its own retries send the same. A claim repeated with the token of the lease the
+        job is running under answers that lease again (the same attempt, not counted again),
+        its expiry moved to ``now + lease_ms``: a claim whose reply was lost is not lost.
         """
 
     @abstractmethod
     def claim_due(
-        self, queues: Sequence[str], *, now: datetime, lease_ms: int, limit: int
+        self,
+        queues: Sequence[str],
+        *,
+        now: datetime,
+        lease_ms: int,
+        limit: int,
+        token: str | None = None,
     ) -> list[ClaimedJob]:
-        """Claim up to ``limit`` due jobs of ``queues``, earliest ``run_at`` first (a poller)."""
+        """Claim up to ``limit`` due jobs of ``queues``, earliest ``run_at`` first (a poller).
+
+        ``token`` names the call (None: the store makes one): the ``i``-th job claimed (from 0)
+        gets the lease token ``f"{token}:{i}"``. Repeated with the same token, it answers again
+        the jobs that call claimed and still run under those leases (expiries moved to
+        ``now + lease_ms``), and claims nothing more.
+        """
 
     @abstractmethod
     def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
         """Extend ``lease`` to ``now + lease_ms``; ``LostLeaseError`` when it is not the job's.
 
         The lease returned and the one claimed name the same attempt (same token): a report may
-        name either.
+        name either. Sent twice, the second extends it again.
         """
 
     @abstractmethod
@@ -224,7 +296,11 @@ class JobStore(ABC):
 
     @abstractmethod
     def complete(self, lease: JobLease, *, now: datetime) -> None:
-        """The attempt succeeded: the job is ``succeeded``. ``LostLeaseError`` as above."""
+        """The attempt succeeded: the job is ``succeeded``, its ``last_error_*`` cleared.
+
+        ``LostLeaseError`` as above; repeated by the attempt that completed it, no error and no
+        change (the same holds for ``fail`` and ``release``: a report sent twice is one).
+        """
 
     @abstractmethod
     def fail(
@@ -249,28 +325,37 @@ class JobStore(ABC):
 
     @abstractmethod
     def cancel(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
-        """Cancel a queued, failed or running job; True when it was one and is now cancelled.
+        """Cancel a queued, failed or running job; True when the job is cancelled after the call.
 
-        ``tenant_id`` None reaches every job; otherwise only that tenant's. A running job's
-        lease is then lost: its worker's next report gets ``LostLeaseError`` and aborts it.
+        So a cancel sent twice answers True twice; False for a job unknown, another tenant's,
+        or finished otherwise (succeeded, dead). ``tenant_id`` None reaches every job;
+        otherwise only that tenant's; ``""`` raises ``ValueError``. A running job's lease is
+        then lost: its worker's next report gets ``LostLeaseError`` and aborts it.
         """
 
     @abstractmethod
     def find(self, job_id: str, *, tenant_id: str | None) -> StoredJob | None:
-        """The job, or None when unknown or another tenant's (``tenant_id`` None: any)."""
+        """The job, or None when unknown or another tenant's (``tenant_id`` None: any).
+
+        ``tenant_id=""`` raises ``ValueError``: no tenant is named by the empty text.
+        """
 
     @abstractmethod
     def retry_dead(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
         """Queue a dead job again, due now, with its attempts reset; False if it is not dead.
 
         The job is not dispatched: the relay publishes it (or the caller, through the queue).
+        ``tenant_id`` as for ``cancel``.
         """
 
     @abstractmethod
     def list_jobs(
         self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
     ) -> list[StoredJob]:
-        """Jobs of ``status`` (any when None), most recently enqueued first: for operators."""
+        """Jobs of ``status`` (any when None), most recently enqueued first: for operators.
+
+        ``tenant_id`` as for ``cancel``.
+        """
 
     @abstractmethod
     def purge_finished(self, *, before: datetime) -> int:
@@ -281,12 +366,28 @@ class JobStore(ABC):
         """Counts per queue and status."""
 
     @abstractmethod
-    def take_due(self, *, now: datetime, limit: int, redispatch_after_ms: int) -> list[Dispatch]:
+    def take_due(
+        self,
+        *,
+        now: datetime,
+        limit: int,
+        redispatch_after_ms: int,
+        token: str | None = None,
+    ) -> list[Dispatch]:
         """The relay's one query: jobs to publish now, marked dispatched at ``now``.
 
         Claimable jobs whose ``run_at`` is not after ``now`` and that were never dispatched, or
-        were dispatched more than ``redispatch_after_ms`` ago and not claimed since (a message
-        lost, or a publish after the commit that never happened), earliest ``run_at`` first.
+        were dispatched and not claimed since (a message lost, a publish after the commit that
+        never happened, a worker killed with the message prefetched), earliest ``run_at`` first.
+        A job is sent again ``redispatch_after_ms`` after its dispatch, then after twice that,
+        four times, and eight times for every further re-send (``rules.redispatch_wait_ms``),
+        so a backlog nobody claims is not sent again and again; the count starts over each
+        time the job becomes claimable again.
+
+        ``token`` names the call (None: the store makes one, once per call): repeated with the
+        same token (a reply lost), it answers the same dispatches again and takes no more. A
+        relay draining a backlog calls again with another token. May return a ``Batch``
+        (``dropped``: stale index entries skipped).
         """
 
     @abstractmethod
@@ -294,5 +395,7 @@ class JobStore(ABC):
         """Running jobs whose lease expired before ``now`` (their worker died), handed back.
 
         Each becomes ``failed`` due now (to run again) or ``dead`` when its attempts are
-        exhausted, its error code ``JOB_INTERRUPTED``; returned as they are now.
+        exhausted, its error code ``JOB_INTERRUPTED``; returned as they are now. A lease
+        expired is concluded: that attempt's later reports get ``LostLeaseError``. May return a
+        ``Batch`` (``dropped``: stale index entries skipped).
         """

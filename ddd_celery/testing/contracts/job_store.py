@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from ddd_celery.background.errors import JOB_INTERRUPTED
+from ddd_celery.background.rules import keyed_job_id
 from ddd_celery.background.store import (
     ClaimedJob,
     EnqueuedBy,
@@ -29,6 +30,7 @@ from ddd_celery.background.store import (
     JobStore,
     LostLeaseError,
     NewJob,
+    StoredJob,
 )
 from ddd_celery.kernel.unit_of_work import UnitOfWork
 
@@ -419,7 +421,9 @@ class JobStoreContract:
             ms(subject, 2_000),
         )
         with pytest.raises(LostLeaseError):
-            subject.store.complete(lease, now=ms(subject, 2_001))
+            subject.store.fail(
+                lease, now=ms(subject, 2_001), error_code="X", error_type="E", retry_at=None
+            )
 
     def test_a_failed_attempt_with_a_retry_waits_for_it(
         self, job_store_subject: JobStoreSubject
@@ -569,7 +573,6 @@ class JobStoreContract:
         job = subject.peer.find("job-1", tenant_id=None)
         assert job is not None
         assert (job.status, job.finished_at) == (JobStatus.CANCELLED, ms(subject, 5))
-        assert subject.store.cancel("job-1", tenant_id=None, now=ms(subject, 6)) is False
 
     def test_a_finished_or_unknown_job_is_not_cancelled(
         self, job_store_subject: JobStoreSubject
@@ -877,6 +880,408 @@ class JobStoreContract:
         _in_threads(race, stores)
 
         assert sorted(claimed) == sorted(f"job-{index}" for index in range(40))
+
+    # -- a command sent twice (its reply lost) is one ------------------------------------------
+
+    def test_a_claim_repeated_with_its_token_answers_the_same_lease_counted_once(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        first = subject.store.claim_job(
+            "job-1", now=ms(subject, 10), lease_ms=LEASE_MS, token="attempt-a"
+        )
+
+        again = subject.peer.claim_job(
+            "job-1", now=ms(subject, 1_010), lease_ms=LEASE_MS, token="attempt-a"
+        )
+
+        assert first is not None
+        assert again is not None
+        assert (first.lease.token, first.lease.attempt) == ("attempt-a", 1)
+        assert (again.lease.job_id, again.lease.attempt, again.lease.token) == (
+            "job-1",
+            1,
+            "attempt-a",
+        )
+        assert again.lease.expires_at == ms(subject, 1_010 + LEASE_MS)
+        assert (again.job.status, again.job.attempts) == (JobStatus.RUNNING, 1)
+        assert again.job.payload == {"month": "2026-10"}
+        job = subject.store.find("job-1", tenant_id=None)
+        assert job is not None
+        assert (job.attempts, job.lease_expires_at) == (1, ms(subject, 1_010 + LEASE_MS))
+        assert subject.store.expire_leases(now=ms(subject, LEASE_MS + 11), limit=10) == []
+        subject.store.complete(first.lease, now=ms(subject, 2_000))
+        assert self.status(subject, "job-1") is JobStatus.SUCCEEDED
+
+    def test_a_claim_with_another_token_is_refused_while_the_job_runs(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        claimed = subject.store.claim_job(
+            "job-1", now=subject.start, lease_ms=LEASE_MS, token="attempt-a"
+        )
+
+        other = subject.peer.claim_job(
+            "job-1", now=ms(subject, 1), lease_ms=LEASE_MS, token="attempt-b"
+        )
+
+        assert claimed is not None
+        assert other is None
+        job = subject.store.find("job-1", tenant_id=None)
+        assert job is not None
+        assert job.attempts == 1
+
+    def test_a_claim_repeated_after_its_attempt_ended_claims_nothing(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        claimed = subject.store.claim_job(
+            "job-1", now=subject.start, lease_ms=LEASE_MS, token="attempt-a"
+        )
+        assert claimed is not None
+        subject.store.complete(claimed.lease, now=ms(subject, 5))
+
+        again = subject.store.claim_job(
+            "job-1", now=ms(subject, 6), lease_ms=LEASE_MS, token="attempt-a"
+        )
+
+        assert again is None
+        assert self.status(subject, "job-1") is JobStatus.SUCCEEDED
+
+    def test_claim_due_repeated_with_its_token_answers_the_same_jobs_and_claims_no_more(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        for job_id, run_at in (("a", 1), ("b", 2), ("c", 3)):
+            self.add(subject, new_job(subject, job_id, run_at_ms=run_at))
+
+        first = subject.store.claim_due(
+            ["billing"], now=ms(subject, 10), lease_ms=LEASE_MS, limit=2, token="poll-1"
+        )
+        again = subject.peer.claim_due(
+            ["billing"], now=ms(subject, 20), lease_ms=LEASE_MS, limit=2, token="poll-1"
+        )
+
+        assert [(c.job.id, c.lease.token, c.lease.attempt) for c in first] == [
+            ("a", "poll-1:0", 1),
+            ("b", "poll-1:1", 1),
+        ]
+        assert [(c.job.id, c.lease.token, c.lease.attempt) for c in again] == [
+            ("a", "poll-1:0", 1),
+            ("b", "poll-1:1", 1),
+        ]
+        assert all(c.lease.expires_at == ms(subject, 20 + LEASE_MS) for c in again)
+        assert self.status(subject, "c") is JobStatus.QUEUED
+        later = subject.store.claim_due(
+            ["billing"], now=ms(subject, 30), lease_ms=LEASE_MS, limit=2, token="poll-2"
+        )
+        assert [(c.job.id, c.lease.token) for c in later] == [("c", "poll-2:0")]
+
+    @pytest.mark.parametrize("report", ["complete", "retry", "die", "release"])
+    def test_an_ending_report_repeated_by_its_attempt_is_one(
+        self, job_store_subject: JobStoreSubject, report: str
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        lease = self.claim(subject, "job-1").lease
+        self._end(subject.store, lease, report, ms(subject, 100))
+        after_first = subject.store.find("job-1", tenant_id=None)
+
+        self._end(subject.peer, lease, report, ms(subject, 200))
+
+        assert subject.store.find("job-1", tenant_id=None) == after_first
+
+    @pytest.mark.parametrize(
+        ("first", "then"),
+        [("complete", "retry"), ("retry", "complete"), ("release", "complete"), ("die", "release")],
+    )
+    def test_another_report_after_an_attempt_ended_is_refused(
+        self, job_store_subject: JobStoreSubject, first: str, then: str
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        lease = self.claim(subject, "job-1").lease
+        self._end(subject.store, lease, first, ms(subject, 100))
+        after_first = subject.store.find("job-1", tenant_id=None)
+
+        with pytest.raises(LostLeaseError):
+            self._end(subject.store, lease, then, ms(subject, 200))
+        assert subject.store.find("job-1", tenant_id=None) == after_first
+
+    def test_a_heartbeat_and_an_update_sent_twice_answer_as_once(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        lease = self.claim(subject, "job-1").lease
+
+        beats = [
+            store.heartbeat(lease, now=ms(subject, 1_000), lease_ms=LEASE_MS)
+            for store in (subject.store, subject.peer)
+        ]
+        for store in (subject.store, subject.peer):
+            store.update(lease, progress={"done": 3}, set_progress=True)
+
+        assert beats[0] == beats[1]
+        job = subject.store.find("job-1", tenant_id=None)
+        assert job is not None
+        assert (job.progress, job.lease_expires_at) == ({"done": 3}, ms(subject, 1_000 + LEASE_MS))
+
+    @pytest.mark.parametrize("before", ["queued", "running"])
+    def test_a_cancel_repeated_answers_true_again(
+        self, job_store_subject: JobStoreSubject, before: str
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1", tenant="t-1"))
+        if before == "running":
+            self.claim(subject, "job-1")
+        assert subject.store.cancel("job-1", tenant_id="t-1", now=ms(subject, 5)) is True
+
+        assert subject.peer.cancel("job-1", tenant_id="t-1", now=ms(subject, 6)) is True
+        assert subject.store.cancel("job-1", tenant_id="t-2", now=ms(subject, 7)) is False
+        job = subject.store.find("job-1", tenant_id=None)
+        assert job is not None
+        assert (job.status, job.finished_at) == (JobStatus.CANCELLED, ms(subject, 5))
+
+    def test_take_due_repeated_with_its_token_answers_the_same_dispatches(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        for job_id, run_at in (("a", 1), ("b", 2), ("c", 3)):
+            self.add(subject, new_job(subject, job_id, run_at_ms=run_at))
+        now = ms(subject, 10)
+
+        first = subject.store.take_due(
+            now=now, limit=2, redispatch_after_ms=REDISPATCH_MS, token="pass-1"
+        )
+        again = subject.peer.take_due(
+            now=now, limit=2, redispatch_after_ms=REDISPATCH_MS, token="pass-1"
+        )
+        rest = subject.store.take_due(
+            now=now, limit=2, redispatch_after_ms=REDISPATCH_MS, token="pass-2"
+        )
+
+        assert [d.job_id for d in first] == ["a", "b"]
+        assert again == first
+        assert [d.job_id for d in rest] == ["c"]
+
+    def test_an_unclaimed_job_is_sent_again_after_waits_doubling_up_to_eight_times(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        after = 1_000
+        self.add(subject, new_job(subject, "job-1"), dispatched=True)
+        sent_at = [
+            at
+            for at in range(0, 40_000, 1)
+            if at in _RESEND_PROBES
+            and subject.store.take_due(now=ms(subject, at), limit=10, redispatch_after_ms=after)
+        ]
+
+        # dispatched at 0; sent again once each wait (1, 2, 4, 8, 8 s) has strictly passed
+        assert sent_at == [1_001, 3_002, 7_003, 15_004, 23_005, 31_006, 39_007]
+
+    def test_the_resend_waits_start_over_once_the_job_is_claimable_again(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        after = 1_000
+        self.add(subject, new_job(subject, "job-1"), dispatched=True)
+        for at in (1_001, 3_002):
+            assert subject.store.take_due(now=ms(subject, at), limit=10, redispatch_after_ms=after)
+        lease = self.claim(subject, "job-1", at_ms=3_500).lease
+        subject.store.fail(
+            lease,
+            now=ms(subject, 4_000),
+            error_code="X",
+            error_type="E",
+            retry_at=ms(subject, 5_000),
+        )
+
+        taken = subject.store.take_due(now=ms(subject, 5_000), limit=10, redispatch_after_ms=after)
+        early = subject.store.take_due(now=ms(subject, 6_000), limit=10, redispatch_after_ms=after)
+        again = subject.store.take_due(now=ms(subject, 6_001), limit=10, redispatch_after_ms=after)
+
+        assert [d.job_id for d in taken] == ["job-1"]
+        assert early == []
+        assert [d.job_id for d in again] == ["job-1"]
+
+    # -- what a record holds ----------------------------------------------------------------
+
+    def test_a_succeeded_job_keeps_no_error_of_an_earlier_attempt(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        self.claim(subject, "job-1")
+        assert len(subject.store.expire_leases(now=ms(subject, LEASE_MS + 1), limit=10)) == 1
+        lease = self.claim(subject, "job-1", at_ms=LEASE_MS + 1).lease
+        subject.store.fail(
+            lease,
+            now=ms(subject, LEASE_MS + 2),
+            error_code="UNEXPECTED_ERROR",
+            error_type="RuntimeError",
+            retry_at=ms(subject, LEASE_MS + 3),
+        )
+        last = self.claim(subject, "job-1", at_ms=LEASE_MS + 3).lease
+
+        subject.store.complete(last, now=ms(subject, LEASE_MS + 4))
+
+        job = subject.peer.find("job-1", tenant_id=None)
+        assert job is not None
+        assert (job.status, job.attempts) == (JobStatus.SUCCEEDED, 3)
+        assert (job.last_error_code, job.last_error_type) == (None, None)
+
+    def test_a_job_gets_its_payload_as_json_a_copy_of_its_own(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        payload: dict[str, Any] = {"ids": [1, 2], "pair": (3, 4), "nested": {"a": "b"}}
+        self.add(subject, new_job(subject, "job-1", payload=payload))
+        payload["ids"].append(99)
+        payload["nested"]["a"] = "changed after enqueue"
+
+        claimed = self.claim(subject, "job-1")
+        claimed.job.payload["ids"].append(100)
+        checkpoint: dict[str, Any] = {"after": ["c-1"]}
+        subject.store.update(claimed.lease, checkpoint=checkpoint, set_checkpoint=True)
+        checkpoint["after"].append("changed after the save")
+        found = subject.store.find("job-1", tenant_id=None)
+
+        expected = {"ids": [1, 2], "pair": [3, 4], "nested": {"a": "b"}}
+        assert claimed.job.payload == {**expected, "ids": [1, 2, 100]}
+        assert found is not None
+        assert found.payload == expected
+        assert found.checkpoint == {"after": ["c-1"]}
+        found.payload["ids"].clear()
+        listed = subject.store.list_jobs()
+        assert [job.payload for job in listed] == [expected]
+
+    def test_the_store_clock_is_none_or_an_aware_instant(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        now = job_store_subject.store.store_time()
+
+        assert now is None or (now.tzinfo is not None and now.utcoffset() == timedelta(0))
+
+    # -- tenants --------------------------------------------------------------------------
+
+    @pytest.mark.parametrize("call", ["find", "cancel", "retry_dead", "list_jobs"])
+    def test_the_empty_tenant_id_is_refused(
+        self, job_store_subject: JobStoreSubject, call: str
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1", tenant=None, max_attempts=1))
+        lease = self.claim(subject, "job-1").lease
+        subject.store.fail(lease, now=subject.start, error_code="X", error_type="E", retry_at=None)
+        store, now = subject.store, ms(subject, 1)
+        calls: dict[str, Any] = {
+            "find": lambda: store.find("job-1", tenant_id=""),
+            "cancel": lambda: store.cancel("job-1", tenant_id="", now=now),
+            "retry_dead": lambda: store.retry_dead("job-1", tenant_id="", now=now),
+            "list_jobs": lambda: store.list_jobs(tenant_id=""),
+        }
+
+        with pytest.raises(ValueError, match="tenant"):
+            calls[call]()
+        assert self.status(subject, "job-1") is JobStatus.DEAD
+
+    @pytest.mark.parametrize(
+        ("first", "second"),
+        [
+            (("org", "42:inv-1"), ("org:42", "inv-1")),
+            (("a\x1fb", "c"), ("a", "b\x1fc")),
+            ((None, "3:abc:k"), ("abc", "k")),
+            (("1", ":2:x"), ("1:2", "x")),
+            (("t", "k"), ("k", "t")),
+            (("été", "k"), ("été:", "k")),
+            (("x", ""), ("x:", "")),
+        ],
+    )
+    def test_idempotency_keys_of_two_tenants_never_collide(
+        self,
+        job_store_subject: JobStoreSubject,
+        first: tuple[str | None, str],
+        second: tuple[str | None, str],
+    ) -> None:
+        self._assert_keys_kept_apart(job_store_subject, first, second, "table")
+
+    def test_idempotency_keys_never_collide_across_tenants_for_any_text(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        # imported here: a suite of adapters' authors that needs hypothesis for this test only
+        from hypothesis import HealthCheck, given, settings  # noqa: PLC0415
+        from hypothesis import strategies as st  # noqa: PLC0415
+
+        text = st.text(st.characters(blacklist_characters="\x00", codec="utf-8"), max_size=12)
+        tenant = st.none() | text.filter(bool)
+        pair = st.tuples(tenant, text)
+        examples = iter(range(1_000_000))
+
+        @settings(
+            max_examples=40,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        @given(first=pair, second=pair)
+        def prove(first: tuple[str | None, str], second: tuple[str | None, str]) -> None:
+            self._assert_keys_kept_apart(job_store_subject, first, second, str(next(examples)))
+
+        prove()
+
+    def _assert_keys_kept_apart(
+        self,
+        subject: JobStoreSubject,
+        first: tuple[str | None, str],
+        second: tuple[str | None, str],
+        run: str,
+    ) -> None:
+        """Add a job for each (tenant, key) under its derived id; the same pair keeps the first
+        job, two different pairs keep two. ``run`` (no ``|`` in it) starts each key, so runs on
+        the same store never meet."""
+        first, second = [(tenant, f"{run}|{key}") for tenant, key in (first, second)]
+        ids = [keyed_job_id(tenant, key) for tenant, key in (first, second)]
+        kept = [
+            self.add(subject, new_job(subject, job_id, tenant=tenant, key=key))
+            for job_id, (tenant, key) in zip(ids, (first, second), strict=True)
+        ]
+
+        if first == second:
+            assert ids[0] == ids[1]
+            assert kept == [ids[0], ids[0]]
+        else:
+            assert ids[0] != ids[1]
+            assert kept == ids
+            found = [subject.store.find(job_id, tenant_id=None) for job_id in ids]
+            assert [_tenant_and_key(job) for job in found] == [first, second]
+
+    def _end(self, store: JobStore, lease: JobLease, report: str, now: datetime) -> None:
+        if report == "complete":
+            store.complete(lease, now=now)
+        elif report == "retry":
+            store.fail(
+                lease, now=now, error_code="X", error_type="E", retry_at=now + timedelta(seconds=5)
+            )
+        elif report == "die":
+            store.fail(lease, now=now, error_code="X", error_type="E", retry_at=None)
+        else:
+            store.release(lease, now=now)
+
+
+_RESEND_PROBES = frozenset(
+    at for edge in (1_000, 3_001, 7_002, 15_003, 23_004, 31_005, 39_006) for at in (edge, edge + 1)
+)
+"""The instants ``test_an_unclaimed_job_is_sent_again...`` asks at: each wait's end, and 1 ms
+after (each re-send comes 1 ms after its wait ends, so the next wait starts 1 ms later)."""
+
+
+def _tenant_and_key(job: StoredJob | None) -> tuple[str | None, str | None]:
+    assert job is not None
+    return job.tenant_id, job.idempotency_key
 
 
 def _in_threads(target: Any, arguments: list[JobStore]) -> None:
