@@ -17,7 +17,10 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import queue
 import random as _random
+import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,7 +59,7 @@ from ddd_celery.scheduling.occurrence import (
     run_ttl_ms,
     sleep_ms,
 )
-from ddd_celery.scheduling.occurrence_store import IN_THE_LOCK, Beginning
+from ddd_celery.scheduling.occurrence_store import IN_THE_LOCK, IN_THE_RUN_STATE, Beginning
 from ddd_celery.scheduling.outcomes import Outcome
 from ddd_celery.scheduling.run_state import Claim
 
@@ -74,6 +77,10 @@ RETRY_MS = 60_000
 
 DISPATCH_BATCH = 1_000
 """Occurrences due together that one call to the stores begins and one producer publishes."""
+
+CLOSE_WAIT_S = 2.0
+"""How long ``close`` waits for a system job's pass in progress: a pass held by a store that
+hangs must not hold beat's stop, and what it leaves undone its next pass does."""
 
 
 class _Kind(Enum):
@@ -120,6 +127,96 @@ class _Batch:
     """Each instant's task kwargs, but for the correlation id (one per occurrence)."""
 
 
+class _Passes:
+    """A system job's passes (the relay's), one at a time, on a thread of beat's own.
+
+    Beat's tick hands a pass over and never waits for it, so a store that hangs under the pass
+    holds this thread only, never the occurrences of the other jobs. An occurrence of the job
+    due while its previous pass is still in progress is ``skipped-overlap``, as with
+    ``overlap=skip``: the first of a pass says so at WARNING, and so does the pass when it ends.
+    """
+
+    def __init__(self, job: str) -> None:
+        self._job = job
+        self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._mutex = threading.Lock()
+        self._at: datetime | None = None
+        self._skipped = 0
+        self._thread: threading.Thread | None = None
+
+    def in_progress(self) -> datetime | None:
+        """The instant of the pass still in progress, else None."""
+        return None if self._idle.is_set() else self._at
+
+    def skip(self, at: datetime) -> None:
+        """Count the occurrence ``at`` skipped behind the pass in progress."""
+        with self._mutex:
+            self._skipped += 1
+            first = self._skipped == 1
+        if first:
+            logger.warning(
+                "beat: the pass of %s due at %s is still running at %s; its occurrences are "
+                "skipped until it ends",
+                self._job,
+                iso_ms(self._at or at),
+                iso_ms(at),
+                extra={"job": self._job, "pass_at": iso_ms(self._at or at)},
+            )
+
+    def hand_over(self, at: datetime, run: Callable[[], None]) -> None:
+        """Run ``run`` on the thread; the caller checked ``in_progress`` first."""
+        with self._mutex:
+            self._at, self._skipped = at, 0
+        self._idle.clear()
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name=f"beat {self._job}", daemon=True
+            )
+            self._thread.start()
+        self._work.put(run)
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the pass in progress; whether none is left."""
+        return self._idle.wait(timeout)
+
+    def stop(self) -> None:
+        """End the thread once the pass in progress, if any, is over."""
+        if self._thread is not None:
+            self._work.put(None)
+
+    def _loop(self) -> None:
+        while (run := self._work.get()) is not None:
+            started = time.monotonic()
+            try:
+                run()
+            finally:
+                with self._mutex:
+                    skipped, at = self._skipped, self._at
+                self._idle.set()
+            if skipped:
+                logger.warning(
+                    "beat: the pass of %s due at %s ended after %d ms; %d occurrences were "
+                    "skipped behind it",
+                    self._job,
+                    iso_ms(at or datetime.min),
+                    (time.monotonic() - started) * 1000,
+                    skipped,
+                    extra={"job": self._job, "skipped": skipped},
+                )
+
+
+class _Outage:
+    """A store beat cannot ask: said once at ERROR when it starts, once when it ends."""
+
+    __slots__ = ("failed", "since")
+
+    def __init__(self, since: datetime) -> None:
+        self.since = since
+        self.failed = 0
+
+
 class JobBeatScheduler(Scheduler):  # type: ignore[misc]
     """A ``celery.beat.Scheduler`` that drives the jobs installed on the app by ``install_jobs``.
 
@@ -156,6 +253,10 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """The app's router the messages were built with: built again once it changes."""
         self._beginnings: dict[str, tuple[bool, int, bool, int]] = {}
         """Each job's part of its ``Beginning`` that never changes: computed at its first."""
+        self._passes: dict[str, _Passes] = {}
+        """Each system job's passes, on a thread of their own (``_Passes``)."""
+        self._outages: dict[str, _Outage] = {}
+        """The stores (``IN_THE_LOCK``, ``IN_THE_RUN_STATE``) that stopped answering, since when."""
         self._closed = False
         super().__init__(app, *args, **kwargs)
 
@@ -242,17 +343,30 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """Stop: an occurrence still waiting its jitter is not sent by this beat, so ``missed``.
 
         The checkpoints of what this beat handled are written (an occurrence interrupted by the
-        stop included, so a restart does not take it for a gap). Then Celery's own close (its
-        publishing connection). Leases are kept: a beat started next must still find them taken.
-        A tick after it sends nothing.
+        stop included, so a restart does not take it for a gap). A system job's pass in
+        progress gets up to ``CLOSE_WAIT_S`` to end. Then Celery's own close (its publishing
+        connection). Leases are kept: a beat started next must still find them taken. A tick
+        after it sends nothing.
         """
         self._closed = True
         try:
             if self._jobs is not None:
                 self._drop_waiting(self._jobs)
                 self._follow_up(self._jobs)
+            for passes in self._passes.values():
+                passes.stop()
+            self.wait_for_system_jobs(CLOSE_WAIT_S)
         finally:
             super().close()
+
+    def wait_for_system_jobs(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every system job's pass in progress to end;
+        whether none is left. Beat itself never waits but at ``close``: a test ticking beat by
+        hand waits here before reading what a pass did."""
+        deadline = time.monotonic() + timeout
+        return all(
+            passes.wait(max(0.0, deadline - time.monotonic())) for passes in self._passes.values()
+        )
 
     @property
     def info(self) -> str:
@@ -411,6 +525,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             except Exception:
                 logger.exception("beat: could not begin %d occurrences", len(batch))
                 return
+            self._note_outages(jobs, beginnings)
             for (name, _), error in zip(releasing, released, strict=True):
                 if error is not None:
                     jobs.recorder.could_not_follow(name, error, what="release the lock")
@@ -431,6 +546,49 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 if id(occurrence) not in sent:
                     self._record_interrupted(job, occurrence, beginning, stopping)
             raise
+
+    def _note_outages(self, jobs: CeleryJobs, beginnings: list[Beginning]) -> None:
+        """Say once at ERROR that a store stopped answering (its address, the cause), and once
+        at WARNING that it answers again: each occurrence it failed is recorded on its own
+        (``JOB_LOCK_UNAVAILABLE``) without saying where or why."""
+        failed: dict[str, Exception] = {}
+        answered: set[str] = set()
+        for beginning in beginnings:
+            if beginning.failed_in is not None and beginning.error is not None:
+                failed.setdefault(beginning.failed_in, beginning.error)
+            if beginning.lock_key is not None and beginning.failed_in != IN_THE_LOCK:
+                answered.add(IN_THE_LOCK)
+            if beginning.claimed is not None:
+                answered.add(IN_THE_RUN_STATE)
+        if not failed and not self._outages:
+            return
+        stores = {IN_THE_LOCK: jobs.lock, IN_THE_RUN_STATE: jobs.run_state}
+        now = jobs.clock.now()
+        for name, error in failed.items():
+            outage = self._outages.get(name)
+            if outage is None:
+                outage = self._outages[name] = _Outage(now)
+                logger.error(
+                    "beat: %s store (%s) cannot be asked: %s; each occurrence that needs it is "
+                    "recorded failed (JOB_LOCK_UNAVAILABLE) until it answers again",
+                    name,
+                    _address(stores[name]),
+                    _cause(error),
+                    extra={"store": name, "address": _address(stores[name])},
+                )
+            outage.failed += sum(1 for b in beginnings if b.failed_in == name)
+        for name in answered - failed.keys():
+            ended = self._outages.pop(name, None)
+            if ended is not None:
+                logger.warning(
+                    "beat: %s store (%s) answers again after %.1f s; %d occurrences failed "
+                    "meanwhile",
+                    name,
+                    _address(stores[name]),
+                    (now - ended.since).total_seconds(),
+                    ended.failed,
+                    extra={"store": name, "address": _address(stores[name])},
+                )
 
     def _beginning(self, job: CeleryJob, occurrence: Occurrence) -> Beginning:
         """What the core decided for an occurrence, for the stores to carry out."""
@@ -501,7 +659,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             occurrence.move(Event.LOCK_UNAVAILABLE)
             self._record_unavailable(job, at, _error(beginning), "the run state")
             return None
-        claim = beginning.claimed if job.declared else Claim.STARTED
+        claim = beginning.claimed if job.declared else self._system_claim(job, at)
         if claim is Claim.BUSY:
             occurrence.move(Event.BUSY)
             jobs.recorder.record(not_run(job.name, at, Outcome.SKIPPED_OVERLAP))
@@ -515,10 +673,22 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             return now + timedelta(milliseconds=beginning.lock_ttl_ms)
         return lease.expires_at
 
+    def _system_claim(self, job: CeleryJob, at: datetime) -> Claim:
+        """A system job runs one pass at a time: busy while its previous pass is in progress;
+        any other undeclared job (a ``beat_schedule`` entry) is not claimed."""
+        if job.inline is None:
+            return Claim.STARTED
+        passes = self._passes.get(job.name)
+        if passes is None or passes.in_progress() is None:
+            return Claim.STARTED
+        passes.skip(at)
+        return Claim.BUSY
+
     def _publish(self, sending: list[_Sending], sent: set[int]) -> None:
         """Publish the occurrences begun, through one producer held for them all.
 
-        System jobs run here first (``inline``). The messages go in one kombu publish batch
+        System jobs (``inline``) are handed to their thread first (``_Passes``), never run on
+        the tick's path: their store may hang. The messages go in one kombu publish batch
         where the broker has one (Redis: one pipeline), so a publish that fails fails the rest
         of the batch with it: each such occurrence is recorded ``failed`` and freed. ``sent``
         receives each occurrence once its message has left.
@@ -526,7 +696,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         tasks = []
         for item in sending:
             if item.job.inline is not None:
-                self._run_inline(item.job, item.job.inline, item.occurrence, self._next_id())
+                self._hand_over(item.job, item.job.inline, item.occurrence)
                 sent.add(id(item.occurrence))
             else:
                 tasks.append(item)
@@ -655,6 +825,19 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         if job.declared:
             self._free_run_state(job, item.beginning)
 
+    def _hand_over(
+        self, job: CeleryJob, run: Callable[[datetime], object], occurrence: Occurrence
+    ) -> None:
+        """Start a pass of a system job on its thread, recorded there once it ends."""
+        passes = self._passes.get(job.name)
+        if passes is None:
+            passes = self._passes[job.name] = _Passes(job.name)
+        correlation_id = self._next_id()
+        passes.hand_over(
+            occurrence.scheduled_at,
+            lambda: self._run_inline(job, run, occurrence, correlation_id),
+        )
+
     def _run_inline(
         self,
         job: CeleryJob,
@@ -662,7 +845,8 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         occurrence: Occurrence,
         correlation_id: str,
     ) -> None:
-        """Run a system job here, in beat (the relay), and record its outcome as a worker would.
+        """Run a system job in beat (the relay, on its thread) and record its outcome as a
+        worker would: a pass that raises is ``failed`` with its error.
 
         Its lock was taken like any job's, so one beat runs each occurrence.
         """
@@ -674,6 +858,13 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             quiet = run(at) is False  # the job logged what it did: its success line is DEBUG
         except Exception as raised:
             error = raised
+            logger.error(
+                "beat: the pass of %s due at %s failed: %s",
+                job.name,
+                iso_ms(at),
+                _one_line(raised),
+                extra={"job": job.name, "error_type": type(raised).__name__},
+            )
         occurrence.move(Event.FAILED if error is not None else Event.SUCCEEDED)
         attempt = Attempt(
             job=job.name,
@@ -806,6 +997,27 @@ def _kwargs(batch: _Batch, at: datetime, correlation_id: str) -> dict[str, str |
     kwargs = kwargs.copy()
     kwargs["correlation_id"] = correlation_id
     return kwargs
+
+
+def _address(store: object) -> str:
+    """Where a store is (``address`` of the Redis and SQL adapters: host and port, never a
+    password), else its type."""
+    address = getattr(store, "address", None)
+    return address if isinstance(address, str) else type(store).__name__
+
+
+def _cause(error: BaseException) -> str:
+    """The first cause of ``error`` (the driver's, "connection refused"...), on one line."""
+    root = error
+    while root.__cause__ is not None:
+        root = root.__cause__
+    return _one_line(root)
+
+
+def _one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return text[:300]
 
 
 def _error(beginning: Beginning) -> Exception:

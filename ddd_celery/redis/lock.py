@@ -37,6 +37,12 @@ class RedisLock(Lock):
         return self._client
 
     @property
+    def address(self) -> str:
+        """Where the lock is, for a line that says it cannot be reached: host and port (or
+        socket) and database, never a password."""
+        return redis_address(self._client)
+
+    @property
     def prefix(self) -> str:
         """What this store puts before each key name."""
         return self._prefix
@@ -61,3 +67,10 @@ class RedisLock(Lock):
         with unavailable_as(LockUnavailableError, f"release the lock {lease.key!r}"):
             released = self._release(keys=[self._prefix + lease.key], args=[lease.token])
         return bool(released)
+
+
+def redis_address(client: Redis) -> str:
+    """``Redis at host:port db N`` (or its socket path) of a client; never a password."""
+    kwargs = client.connection_pool.connection_kwargs
+    where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+    return f"Redis at {where} db {kwargs.get('db', 0)}"

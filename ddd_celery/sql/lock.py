@@ -59,6 +59,12 @@ class SqlLock(Lock):
         self.clock = clock
         self._connector = Connector(engine, unavailable=LockUnavailableError)
 
+    @property
+    def address(self) -> str:
+        """Where the lock is, for a line that says it cannot be reached: host, port and
+        database, never a password."""
+        return sql_address(self.engine)
+
     def acquire(self, key: str, ttl_ms: int) -> Lease | None:
         if ttl_ms <= 0:
             raise ValueError(f"a lock's time to live is a positive number of ms, not {ttl_ms}")
@@ -80,3 +86,13 @@ class SqlLock(Lock):
         with self._connector.transaction(doing, single=True) as connection:
             expires_at = self.rows.release(connection, lease.key, lease.token)
         return expires_at is not None and expires_at > to_micros(self.clock.now())
+
+
+def sql_address(engine: Engine) -> str:
+    """``postgresql at host:port database NAME`` (a SQLite file's path) of an engine; never a
+    password."""
+    url = engine.url
+    if url.host is None:
+        return f"{url.get_backend_name()} at {url.database}"
+    port = url.port or "its default port"
+    return f"{url.get_backend_name()} at {url.host}:{port} database {url.database}"

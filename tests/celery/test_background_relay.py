@@ -7,6 +7,7 @@ relay publishes is watched through ``before_task_publish``, and beat is ticked b
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,12 +28,23 @@ from ddd_celery.celery import install_jobs
 from ddd_celery.celery.background import BackgroundJobs, install_background_jobs
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.cli import jobs
+from ddd_celery.celery.registry import jobs_of
 from ddd_celery.celery.relay import RELAY_JOB, Relay
+from ddd_celery.declarations import JobExecution, scheduled
 from ddd_celery.kernel import FixedClock, InMemoryLock, Lease, Lock, iso_ms
 from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
 from ddd_celery.scheduling.outcomes import JobRun
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+EVERY_SECOND = "relaytest.every-second"
+
+
+@scheduled(EVERY_SECOND, every="1s")
+class EverySecondJob:
+    """A scheduled job beside the relay; beat only sends it here."""
+
+    def run(self, execution: JobExecution) -> None:
+        return None
 
 
 class CountingStore(InMemoryJobStore):
@@ -44,6 +56,28 @@ class CountingStore(InMemoryJobStore):
 
     def take_due(self, *, now: datetime, limit: int, redispatch_after_ms: int) -> list[Dispatch]:
         self.take_due_calls += 1
+        return super().take_due(now=now, limit=limit, redispatch_after_ms=redispatch_after_ms)
+
+
+class HangingStore(CountingStore):
+    """The in-memory store whose next ``take_due`` hangs until ``resume``, as a store that
+    stopped answering; ``inside`` is set while a call hangs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hang = False
+        self.inside = threading.Event()
+        self._resumed = threading.Event()
+
+    def resume(self) -> None:
+        self._resumed.set()
+
+    def take_due(self, *, now: datetime, limit: int, redispatch_after_ms: int) -> list[Dispatch]:
+        if self.hang:
+            self.hang = False
+            self.inside.set()
+            self._resumed.wait(5)
+            self.inside.clear()
         return super().take_due(now=now, limit=limit, redispatch_after_ms=redispatch_after_ms)
 
 
@@ -69,12 +103,19 @@ class Setup:
     published: list[tuple[str, dict[str, Any], Any, Any]] = field(default_factory=list)
 
 
-def build(clock: FixedClock, store: CountingStore, lock: Lock, **options: Any) -> Setup:
+def build(
+    clock: FixedClock,
+    store: CountingStore,
+    lock: Lock,
+    *,
+    scheduled_jobs: tuple[type, ...] = (),
+    **options: Any,
+) -> Setup:
     app = Celery(f"relay-{uuid.uuid4().hex[:8]}", broker="memory://", set_as_current=False)
     runs: list[JobRun] = []
     install_jobs(
         app,
-        jobs=[],
+        jobs=list(scheduled_jobs),
         lock=lock,
         clock=clock,
         environ={},
@@ -102,6 +143,12 @@ def setup() -> Iterator[Setup]:
     yield built
     before_task_publish.disconnect(on_publish)
     built.app.close()
+
+
+def tick(scheduler: JobBeatScheduler) -> None:
+    """Tick beat by hand, then wait for the relay's pass it started on beat's relay thread."""
+    scheduler.tick()
+    assert scheduler.wait_for_system_jobs(5)
 
 
 def relay_of(setup: Setup) -> Relay:
@@ -179,11 +226,11 @@ def test_beat_runs_the_relay_every_second_under_its_lock_and_records_each_occurr
     beats = [build(clock, store, lock) for _ in range(2)]
     schedulers = [JobBeatScheduler(app=beat.app) for beat in beats]
     for scheduler in schedulers:
-        scheduler.tick()
+        tick(scheduler)
     for _ in range(3):
         clock.advance(1_000)
         for scheduler in schedulers:
-            scheduler.tick()
+            tick(scheduler)
 
     instants = [START + timedelta(seconds=s) for s in (1, 2, 3)]
     keys = [f"job:ddd_celery.relay:{iso_ms(at)}" for at in instants]
@@ -203,11 +250,11 @@ def test_beat_records_a_relay_that_fails_and_keeps_ticking(setup: Setup) -> None
     clock = FixedClock(START)
     built = build(clock, DownStore(), InMemoryLock(clock))
     scheduler = JobBeatScheduler(app=built.app)
-    scheduler.tick()
+    tick(scheduler)
     clock.advance(1_000)
-    scheduler.tick()
+    tick(scheduler)
     clock.advance(1_000)
-    scheduler.tick()
+    tick(scheduler)
 
     assert [(run.outcome.value, run.error_type) for run in built.runs] == [
         ("failed", "ConnectionError"),
@@ -236,9 +283,9 @@ def test_jobs_list_shows_the_relay_running_in_beat_with_its_last_outcome() -> No
     )  # fmt: skip
     install_background_jobs(app, jobs=[EchoJob], store=InMemoryJobStore(), providers={Seen: Seen})
     scheduler = JobBeatScheduler(app=app)
-    scheduler.tick()
+    tick(scheduler)
     clock.advance(1_000)
-    scheduler.tick()
+    tick(scheduler)
 
     context = CLIContext(app=app, no_color=True, workdir=None, quiet=False)
     listed = CliRunner().invoke(jobs, ["list"], obj=context)
@@ -253,13 +300,13 @@ def test_beat_logs_an_idle_relay_tick_at_debug_and_one_that_publishes_at_info_wi
 ) -> None:
     caplog.set_level(logging.DEBUG)
     scheduler = JobBeatScheduler(app=setup.app)
-    scheduler.tick()  # beat's start lines
+    tick(scheduler)  # beat's start lines
     caplog.clear()
     setup.clock.advance(1_000)
-    scheduler.tick()  # nothing due
+    tick(scheduler)  # nothing due
     setup.registry.queue().enqueue(EchoJob, {"text": "later"}, delay_ms=500)
     setup.clock.advance(1_000)
-    scheduler.tick()  # the delayed job is due: published
+    tick(scheduler)  # the delayed job is due: published
 
     above_debug = [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno > 10]
     assert above_debug == [
@@ -279,3 +326,55 @@ def test_run_now_of_the_relay_says_it_runs_inside_beat(setup: Setup) -> None:
     assert refused.exit_code == 2
     assert "system job that runs inside beat" in refused.output
     assert "beat_schedule" not in refused.output
+
+
+def test_a_relay_pass_hung_in_its_store_holds_no_scheduled_job_and_its_skips_are_recorded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock, store = FixedClock(START), HangingStore()
+    built = build(clock, store, InMemoryLock(clock), scheduled_jobs=(EverySecondJob,))
+    sent: list[tuple[str, Any]] = []
+
+    def on_publish(sender: str = "", body: Any = None, **_: Any) -> None:
+        sent.append((sender, body[1].get("scheduled_at") or body[1].get("job_id")))
+        if sender == EVERY_SECOND:  # a worker that runs it in no time
+            run_state = jobs_of(built.app).run_state
+            run_state.finish(EVERY_SECOND, START.fromisoformat(body[1]["scheduled_at"]), ttl_ms=1)
+
+    before_task_publish.connect(on_publish, weak=False)
+    try:
+        scheduler = JobBeatScheduler(app=built.app)
+        tick(scheduler)
+        job_id = built.registry.queue().enqueue(EchoJob, {"text": "due"}, delay_ms=500)
+        store.hang = True
+        clock.advance(1_000)
+        scheduler.tick()
+        assert store.inside.wait(5), "the relay's pass asked the store"
+        for _ in range(4):
+            assert store.inside.is_set(), "beat's tick returned while the pass hangs"
+            clock.advance(1_000)
+            scheduler.tick()
+        assert not [job for task, job in sent if task == ECHO]
+        store.resume()
+        assert scheduler.wait_for_system_jobs(5)
+        clock.advance(1_000)
+        tick(scheduler)
+    finally:
+        before_task_publish.disconnect(on_publish)
+        built.app.close()
+
+    seconds = [iso_ms(START + timedelta(seconds=s)) for s in range(1, 7)]
+    assert [at for task, at in sent if task == EVERY_SECOND] == seconds
+    assert [job for task, job in sent if task == ECHO] == [job_id]
+    relay = [(iso_ms(run.scheduled_at), run.outcome.value) for run in built.runs]
+    assert sorted(relay) == [
+        (seconds[0], "succeeded"),
+        *[(at, "skipped-overlap") for at in seconds[1:5]],
+        (seconds[5], "succeeded"),
+    ]
+    [still, ended] = [r.getMessage() for r in caplog.records if r.name == "ddd_celery.celery.beat"]
+    assert still.startswith(
+        f"beat: the pass of {RELAY_JOB} due at {seconds[0]} is still running at {seconds[1]}"
+    )
+    assert ended.startswith(f"beat: the pass of {RELAY_JOB} due at {seconds[0]} ended after ")
+    assert ended.endswith("; 4 occurrences were skipped behind it")
