@@ -20,8 +20,10 @@ class UnitOfWork(ABC):
 
     ``begin()`` commits when its block ends and rolls back when the block raises; units of work
     do not nest (a ``begin`` inside another joins it). ``after_commit`` actions run once, in the
-    order given, after the outermost commit; on rollback they are dropped. An action that raises
-    does not undo the commit: the error propagates from ``begin`` after the other actions ran.
+    order given, after the outermost commit; on rollback they are dropped. Where the adapter
+    has savepoints, one rolled back drops the actions handed over inside it, and only those.
+    An action that raises does not undo the commit: the error propagates from ``begin`` after
+    the other actions ran.
     """
 
     @abstractmethod

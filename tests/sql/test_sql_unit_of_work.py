@@ -171,6 +171,103 @@ def test_actions_of_a_transaction_the_block_committed_itself_run_though_the_bloc
     assert visible(engine, notes) == ["committed by the block"]
 
 
+def test_a_savepoint_rolled_back_drops_only_the_actions_handed_over_inside_it(
+    unit_of_work: SqlAlchemyUnitOfWork, engine: Engine, notes: Table
+) -> None:
+    ran: list[str] = []
+
+    with unit_of_work.begin():
+        session = unit_of_work.session()
+        add_note(unit_of_work, notes, "before")
+        unit_of_work.after_commit(lambda: ran.append("before the savepoint"))
+        savepoint = session.begin_nested()
+        add_note(unit_of_work, notes, "inside")
+        unit_of_work.after_commit(lambda: ran.append("inside the savepoint"))
+        savepoint.rollback()
+        add_note(unit_of_work, notes, "after")
+        unit_of_work.after_commit(lambda: ran.append("after the savepoint"))
+
+    assert ran == ["before the savepoint", "after the savepoint"]
+    assert visible(engine, notes) == ["before", "after"]
+
+
+def test_a_savepoint_that_raises_out_of_its_block_drops_its_actions_and_keeps_the_others(
+    unit_of_work: SqlAlchemyUnitOfWork, engine: Engine, notes: Table
+) -> None:
+    ran: list[str] = []
+
+    def savepoint_that_fails() -> None:
+        with unit_of_work.session().begin_nested():
+            add_note(unit_of_work, notes, "undone")
+            unit_of_work.after_commit(lambda: ran.append("undone"))
+            raise Boom
+
+    with unit_of_work.begin():
+        unit_of_work.after_commit(lambda: ran.append("outer"))
+        with pytest.raises(Boom):
+            savepoint_that_fails()
+        add_note(unit_of_work, notes, "kept")
+
+    assert ran == ["outer"]
+    assert visible(engine, notes) == ["kept"]
+
+
+def test_a_released_savepoint_keeps_its_actions_waiting_for_the_outermost_commit(
+    unit_of_work: SqlAlchemyUnitOfWork, engine: Engine, notes: Table
+) -> None:
+    ran: list[str] = []
+
+    with unit_of_work.begin():
+        with unit_of_work.session().begin_nested():
+            add_note(unit_of_work, notes, "released")
+            unit_of_work.after_commit(lambda: ran.append("released"))
+        assert ran == []
+        unit_of_work.after_commit(lambda: ran.append("outer"))
+
+    assert ran == ["released", "outer"]
+    assert visible(engine, notes) == ["released"]
+
+
+def test_a_released_savepoint_runs_nothing_when_the_outermost_transaction_rolls_back(
+    unit_of_work: SqlAlchemyUnitOfWork, engine: Engine, notes: Table
+) -> None:
+    ran: list[str] = []
+
+    def use_case() -> None:
+        with unit_of_work.begin():
+            with unit_of_work.session().begin_nested():
+                add_note(unit_of_work, notes, "released, then rolled back")
+                unit_of_work.after_commit(lambda: ran.append("released"))
+            raise Boom
+
+    with pytest.raises(Boom):
+        use_case()
+
+    assert ran == []
+    assert visible(engine, notes) == []
+
+
+def test_a_savepoint_rolled_back_drops_the_actions_of_the_savepoints_released_within_it(
+    unit_of_work: SqlAlchemyUnitOfWork, engine: Engine, notes: Table
+) -> None:
+    ran: list[str] = []
+
+    with unit_of_work.begin():
+        session = unit_of_work.session()
+        outer = session.begin_nested()
+        unit_of_work.after_commit(lambda: ran.append("outer savepoint"))
+        with session.begin_nested():
+            add_note(unit_of_work, notes, "inner")
+            unit_of_work.after_commit(lambda: ran.append("inner savepoint, released"))
+        outer.rollback()
+        with session.begin_nested():
+            add_note(unit_of_work, notes, "second")
+            unit_of_work.after_commit(lambda: ran.append("second savepoint"))
+
+    assert ran == ["second savepoint"]
+    assert visible(engine, notes) == ["second"]
+
+
 def test_outside_a_unit_of_work_an_action_runs_at_once_and_there_is_no_session(
     unit_of_work: SqlAlchemyUnitOfWork,
 ) -> None:
