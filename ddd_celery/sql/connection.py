@@ -3,8 +3,9 @@
 ``Connector.transaction()`` yields the connection of the ``SqlAlchemyUnitOfWork`` in progress
 (in this thread or asyncio task), whose commit or rollback then decides what was written; with
 no unit of work in progress, a short transaction of the adapter's own on its engine, committed
-when the block ends. ``sqlite_engine`` builds an engine on a SQLite file that several processes
-can share.
+when the block ends. ``Connector.run`` sends a statement that is safe to repeat again, bounded,
+when its outcome is unknown. ``sqlite_engine`` builds an engine on a SQLite file that several
+processes can share.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import os
 import sqlite3
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.dialects import sqlite
@@ -29,6 +30,13 @@ from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
 
 DEFAULT_SQLITE_BUSY_TIMEOUT_MS = 5_000
 """How long a SQLite write waits for another process's: these are short transactions."""
+RETRY_DELAYS_S = (0.1, 0.5)
+"""The waits before each send again of a statement whose outcome is unknown (``run``)."""
+RETRY_WITHIN_S = 2.0
+"""No statement is sent again once this long has passed since its first send: an outage
+longer than a short drop is the caller's to see, not a call that hangs on."""
+
+_T = TypeVar("_T")
 
 
 class Connector:
@@ -68,6 +76,30 @@ class Connector:
             else:
                 with self.engine.begin() as connection:
                     yield connection
+
+    def run(self, doing: str, work: Callable[[Connection, bool], _T]) -> _T:
+        """``work(connection, again)`` as one autocommit statement, sent again when its outcome
+        is unknown: the connection dropped before the reply (the statement may have committed),
+        or the database could not be reached.
+
+        ``work`` must be safe to repeat (the same token, the same answer); ``again`` is True on
+        a send after the first, so ``work`` can look for what an earlier send did. Sent at most
+        ``1 + len(RETRY_DELAYS_S)`` times within ``RETRY_WITHIN_S``, then the adapter's
+        ``unavailable`` error. In a unit of work it is sent once: the caller's transaction
+        failed with the connection and only the caller can run it again.
+        """
+        started = time.monotonic()
+        waits = [] if self.in_unit_of_work() else list(RETRY_DELAYS_S)
+        again = False
+        while True:
+            try:
+                with self.transaction(doing, single=True) as connection:
+                    return work(connection, again)
+            except self._unavailable:
+                if not waits or time.monotonic() - started + waits[0] > RETRY_WITHIN_S:
+                    raise
+                time.sleep(waits.pop(0))
+                again = True
 
 
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
@@ -119,7 +151,9 @@ def sqlite_engine(
         raise ValueError(f"a busy timeout is a positive number of ms, not {busy_timeout_ms}")
     schema = "" if prefix is None else _schema(prefix)
     engine = create_engine(
-        f"sqlite:///{os.fspath(path)}", connect_args={"timeout": busy_timeout_ms / 1000}
+        f"sqlite:///{os.fspath(path)}",
+        connect_args={"timeout": busy_timeout_ms / 1000},
+        hide_parameters=True,  # a payload or a key is data: never in an error or a log
     )
 
     @event.listens_for(engine, "connect")

@@ -7,15 +7,32 @@ RETURNING *``, so two workers never both win it; ``claim_due``, ``take_due`` and
 ``expire_leases`` pick their rows with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so pollers and
 relays never wait on each other's rows (SQLite serialises writers instead).
 
+Every statement that changes a job is safe to send twice, so a statement whose reply was lost
+(the connection dropped after the COMMIT was sent) is sent again, bounded (``Connector.run``),
+and a short drop gives the answer of one call. ``lease_token`` is the job's last lease: while
+running its attempt's, after ``complete``, ``fail`` or ``release`` the attempt that concluded
+it (so that report sent again answers as the first did), none after a cancel, an expiry or
+``retry_dead``. A claim carries the caller's token, so a claim sent again answers the same lease;
+``relay_token`` names the ``take_due`` call that last published the job, so that call sent again
+answers the same dispatches.
+
+The relay. ``relay_at`` is the first instant the relay publishes the job (again): its ``run_at``
+when it is not dispatched (delayed, retried, released, retried when dead), ``redispatch_after_ms``
+after a relay's publish, then twice, four and eight times that for each further re-send
+(``rules.redispatch_wait_ms``, ``redispatches`` counting them), so a backlog no worker claims is
+not published at every pass. A job whose wake-up ``add`` published has no ``relay_at``: the
+relay publishes it ``redispatch_after_ms`` after its ``dispatched_at``. A claim clears both, so
+``take_due`` reads on the index of ``(relay_at, dispatched_at)`` the jobs to publish only.
+
 The outbox. Built with ``unit_of_work=``, the store writes on the connection of the unit of
 work in progress (``transactional``): ``add`` inside a use case commits with its data or not at
 all, and ``StoredJobQueue`` publishes the wake-up after the commit. Whether that publish
 happened is never written (a write per job to say so would double the cost of every enqueue):
-the row carries ``unconfirmed_until``, ``outbox_grace_ms`` after it was added, and the claim
-that follows a publish clears it. A row still claimable at that instant is published by the
-relay's ``take_due``, once; then the relay's ``redispatch_after_ms`` applies as to any job. So
-a process killed between its commit and its publish delays its jobs by the grace plus one relay
-period (about 1.5 s by default), and a healthy job costs no extra write; a job that waits in the
+the row's ``relay_at`` is ``outbox_grace_ms`` after it was added, and the claim that follows a
+publish clears it. A row still claimable at that instant is published by the relay's
+``take_due``, once; then the relay's ``redispatch_after_ms`` applies as to any job. So a process
+killed between its commit and its publish delays its jobs by the grace plus one relay period
+(about 1.5 s by default), and a healthy job costs no extra write; a job that waits in the
 broker longer than the grace is published twice at most, and runs once (the claim decides).
 Outside a unit of work, every method is a short transaction of the store's own.
 """
@@ -25,13 +42,18 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
+    Connection,
     Engine,
     Row,
+    Text,
+    and_,
     case,
+    cast,
     delete,
     func,
     literal,
@@ -40,8 +62,8 @@ from sqlalchemy import (
     update,
 )
 
-from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
-from ddd_celery.background.rules import tenant_key_of
+from ddd_celery.background.errors import JOB_INTERRUPTED, InvalidEnqueueError, JobInterruptedError
+from ddd_celery.background.rules import redispatch_wait_ms, tenant_filter, tenant_key_of
 from ddd_celery.background.store import (
     CLAIMABLE,
     ClaimedJob,
@@ -58,7 +80,7 @@ from ddd_celery.background.store import (
 )
 from ddd_celery.sql.connection import Connector, from_micros, to_micros
 from ddd_celery.sql.dialects import upsert
-from ddd_celery.sql.errors import StoreUnavailableError
+from ddd_celery.sql.errors import StoreUnavailableError, UnstorableValueError
 from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
 from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
 
@@ -70,6 +92,14 @@ PURGE_BATCH = 1_000
 
 _CLAIMABLE = sorted(status.value for status in CLAIMABLE)
 _FINISHED = sorted(status.value for status in JobStatus if status.finished)
+_RUNNING = JobStatus.RUNNING.value
+_CONCLUDED = {
+    "complete": {JobStatus.SUCCEEDED.value},
+    "fail": {JobStatus.FAILED.value, JobStatus.DEAD.value},
+    "release": {JobStatus.QUEUED.value},
+}
+"""What each report leaves the job in: the same report sent again by the attempt that made it
+finds the job there, under that attempt's token, and answers as the first did."""
 
 
 class SqlJobStore(JobStore):
@@ -79,8 +109,10 @@ class SqlJobStore(JobStore):
     Session connection the store writes on while one of its units is in progress (the engine
     and the unit of work's sessions must reach the same database). ``outbox_grace_ms`` is the
     outbox's wait described above. Time comes from the caller (``now``); instants are kept to
-    the microsecond. Raises ``StoreUnavailableError`` when the database cannot be asked,
-    ``LostLeaseError`` for a report whose lease is no longer the job's.
+    the microsecond. Raises ``StoreUnavailableError`` when the database cannot be asked (after
+    the bounded sends again), ``LostLeaseError`` for a report whose lease is no longer the
+    job's, ``InvalidEnqueueError`` for a job the database cannot keep (a NUL character on
+    PostgreSQL, a key past what its index holds), naming the field, never the value.
     """
 
     def __init__(
@@ -98,22 +130,41 @@ class SqlJobStore(JobStore):
         )
         self._table = tables(prefix).jobs
         self._grace_us = outbox_grace_ms * 1000
+        self._postgresql = engine.dialect.name == "postgresql"
         self.transactional = unit_of_work is not None
+
+    def store_time(self) -> datetime | None:
+        """PostgreSQL's ``clock_timestamp()``; None on SQLite, whose clock is the caller's."""
+        if not self._postgresql:
+            return None
+        with self._connector.transaction("read the database's clock", single=True) as connection:
+            instant = connection.scalar(select(func.clock_timestamp()))
+        assert isinstance(instant, datetime)
+        return instant.astimezone(UTC)
 
     def add(self, job: NewJob, *, dispatched: bool) -> str:
         table = self._table
         enqueued_at = to_micros(job.enqueued_at, "enqueued_at")
+        run_at = to_micros(job.run_at, "run_at")
         tenant = tenant_key_of(job.enqueued_by)
-        with self._connector.transaction(f"add the job {job.id!r}", single=True) as connection:
+        payload = _dump(job.payload)
+
+        def work(connection: Connection, again: bool) -> str:
             outbox = dispatched and self._connector.in_unit_of_work()
+            if outbox:
+                dispatched_at, relay_at = None, enqueued_at + self._grace_us
+            elif dispatched:
+                dispatched_at, relay_at = enqueued_at, None
+            else:
+                dispatched_at, relay_at = None, run_at
             insert = upsert(connection, table).values(
                 id=job.id,
                 name=job.name,
                 queue=job.queue,
                 status=JobStatus.QUEUED.value,
-                payload=_dump(job.payload),
+                payload=payload,
                 enqueued_at=enqueued_at,
-                run_at=to_micros(job.run_at, "run_at"),
+                run_at=run_at,
                 attempts=0,
                 max_attempts=job.max_attempts,
                 correlation_id=job.enqueued_by.correlation_id,
@@ -122,8 +173,9 @@ class SqlJobStore(JobStore):
                 traceparent=job.enqueued_by.traceparent,
                 tenant=tenant,
                 idempotency_key=job.idempotency_key,
-                dispatched_at=enqueued_at if dispatched else None,
-                unconfirmed_until=enqueued_at + self._grace_us if outbox else None,
+                dispatched_at=dispatched_at,
+                relay_at=relay_at,
+                redispatches=0,
             )
             added = connection.execute(
                 insert.on_conflict_do_nothing().returning(table.c.id)
@@ -135,32 +187,60 @@ class SqlJobStore(JobStore):
                     table.c.tenant == tenant, table.c.idempotency_key == job.idempotency_key
                 )
             )
-        return job.id if earlier is None else str(earlier)
+            return job.id if earlier is None else str(earlier)
 
-    def claim_job(self, job_id: str, *, now: datetime, lease_ms: int) -> ClaimedJob | None:
+        try:
+            return self._connector.run(f"add the job {job.id!r}", work)
+        except UnstorableValueError as error:
+            field = _unstorable_field(job)
+            raise InvalidEnqueueError(
+                f"the database cannot keep its {field} (a NUL character, or longer than an "
+                "index holds)",
+                job=job.name,
+                field=field,
+            ) from error
+
+    def claim_job(
+        self, job_id: str, *, now: datetime, lease_ms: int, token: str | None = None
+    ) -> ClaimedJob | None:
         at = to_micros(now, "now")
         expires = at + _positive(lease_ms) * 1000
-        token = uuid.uuid4().hex
+        token = uuid.uuid4().hex if token is None else token
+        if not self._storable(job_id, token):
+            return None
         table = self._table
-        with self._connector.transaction(f"claim the job {job_id!r}", single=True) as connection:
-            row = connection.execute(
+        claimable = and_(table.c.status.in_(_CLAIMABLE), table.c.run_at <= at)
+        ours = and_(table.c.status == _RUNNING, table.c.lease_token == token)
+
+        def work(connection: Connection, again: bool) -> Row[Any] | None:
+            return connection.execute(
                 update(table)
-                .where(table.c.id == job_id, table.c.status.in_(_CLAIMABLE), table.c.run_at <= at)
-                .values(**_claim_values(table, literal(token), expires))
+                .where(table.c.id == job_id, or_(claimable, ours))
+                .values(**_claim_values(table, literal(token, Text), expires))
                 .returning(*table.c)
             ).first()
+
+        row = self._connector.run(f"claim the job {job_id!r}", work)
         return None if row is None else _claimed(row)
 
     def claim_due(
-        self, queues: Sequence[str], *, now: datetime, lease_ms: int, limit: int
+        self,
+        queues: Sequence[str],
+        *,
+        now: datetime,
+        lease_ms: int,
+        limit: int,
+        token: str | None = None,
     ) -> list[ClaimedJob]:
         if not queues or limit <= 0:
             return []
         at = to_micros(now, "now")
         expires = at + _positive(lease_ms) * 1000
+        given = token is not None
+        stem = f"{uuid.uuid4().hex if token is None else token}:"
         table = self._table
-        due = (
-            select(table.c.id)
+        picked = (
+            select(table.c.id, table.c.run_at)
             .where(
                 table.c.queue.in_(list(queues)),
                 table.c.status.in_(_CLAIMABLE),
@@ -169,20 +249,39 @@ class SqlJobStore(JobStore):
             .order_by(table.c.run_at, table.c.id)
             .limit(limit)
             .with_for_update(skip_locked=True)
-            .cte()
+            .cte("picked")
             .prefix_with("MATERIALIZED")
         )
-        token = literal(f"{uuid.uuid4().hex}:") + table.c.id
-        with self._connector.transaction(
-            f"claim the due jobs of {list(queues)}", single=True
-        ) as connection:
-            rows = connection.execute(
-                update(table)
-                .where(table.c.id.in_(select(due.c.id)), table.c.status.in_(_CLAIMABLE))
-                .values(**_claim_values(table, token, expires))
-                .returning(*table.c)
-            ).all()
-        return [_claimed(row) for row in sorted(rows, key=lambda row: (row.run_at, row.id))]
+        order = func.row_number().over(order_by=(picked.c.run_at, picked.c.id)) - 1
+        numbered = select(picked.c.id, order.label("n")).cte("numbered")
+        lease_token = literal(stem, Text) + cast(numbered.c.n, Text)
+        claim = (
+            update(table)
+            .where(table.c.id == numbered.c.id, table.c.status.in_(_CLAIMABLE))
+            .values(**_claim_values(table, lease_token, expires))
+            .returning(*table.c)
+        )
+        again_claim = (
+            update(table)
+            .where(
+                table.c.queue.in_(list(queues)),
+                table.c.status == _RUNNING,
+                func.substr(table.c.lease_token, 1, len(stem)) == stem,
+            )
+            .values(lease_expires_at=expires)
+            .returning(*table.c)
+        )
+
+        def work(connection: Connection, again: bool) -> list[Row[Any]]:
+            if given or again:
+                claimed = connection.execute(again_claim).all()
+                if claimed:
+                    return list(claimed)
+            return list(connection.execute(claim).all())
+
+        rows = self._connector.run(f"claim the due jobs of {list(queues)}", work)
+        rows.sort(key=lambda row: int(row.lease_token[len(stem) :]))
+        return [_claimed(row) for row in rows]
 
     def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
         expires = to_micros(now, "now") + _positive(lease_ms) * 1000
@@ -209,7 +308,8 @@ class SqlJobStore(JobStore):
 
     def complete(self, lease: JobLease, *, now: datetime) -> None:
         at = to_micros(now, "now")
-        self._report(lease, "complete", _finished(JobStatus.SUCCEEDED, at))
+        no_error = {"last_error_code": None, "last_error_type": None}  # none of an earlier attempt
+        self._report(lease, "complete", {**_finished(JobStatus.SUCCEEDED, at), **no_error})
 
     def fail(
         self,
@@ -236,52 +336,74 @@ class SqlJobStore(JobStore):
 
     def cancel(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
         at = to_micros(now, "now")
+        reach = self._reach(tenant_id)
+        if not self._storable(job_id, tenant_id):
+            return False
         table = self._table
-        cancellable = [*_CLAIMABLE, JobStatus.RUNNING.value]
-        with self._connector.transaction(f"cancel the job {job_id!r}", single=True) as connection:
-            row = connection.execute(
-                update(table)
-                .where(
-                    table.c.id == job_id, table.c.status.in_(cancellable), self._reach(tenant_id)
-                )
-                .values(**_finished(JobStatus.CANCELLED, at))
-                .returning(table.c.id)
-            ).first()
-        return row is not None
+        cancellable = [*_CLAIMABLE, _RUNNING]
+        cancel = (
+            update(table)
+            .where(table.c.id == job_id, table.c.status.in_(cancellable), reach)
+            .values(**_finished(JobStatus.CANCELLED, at), lease_token=None)
+            .returning(table.c.id)
+        )
+        cancelled = select(table.c.id).where(
+            table.c.id == job_id, table.c.status == JobStatus.CANCELLED.value, reach
+        )
+
+        def work(connection: Connection, again: bool) -> bool:
+            if connection.execute(cancel).first() is not None:
+                return True
+            return connection.execute(cancelled).first() is not None  # a cancel sent again
+
+        return self._connector.run(f"cancel the job {job_id!r}", work)
 
     def find(self, job_id: str, *, tenant_id: str | None) -> StoredJob | None:
+        reach = self._reach(tenant_id)
+        if not self._storable(job_id, tenant_id):
+            return None
         table = self._table
         with self._connector.transaction(f"find the job {job_id!r}", single=True) as connection:
-            row = connection.execute(
-                select(table).where(table.c.id == job_id, self._reach(tenant_id))
-            ).first()
+            row = connection.execute(select(table).where(table.c.id == job_id, reach)).first()
         return None if row is None else _job(row)
 
     def retry_dead(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
         at = to_micros(now, "now")
+        reach = self._reach(tenant_id)
+        if not self._storable(job_id, tenant_id):
+            return False
         table = self._table
-        with self._connector.transaction(
-            f"retry the dead job {job_id!r}", single=True
-        ) as connection:
-            row = connection.execute(
-                update(table)
-                .where(
-                    table.c.id == job_id,
-                    table.c.status == JobStatus.DEAD.value,
-                    self._reach(tenant_id),
-                )
-                .values(**_claimable(JobStatus.QUEUED, at), attempts=0, finished_at=None)
-                .returning(table.c.id)
-            ).first()
-        return row is not None
+        retry = (
+            update(table)
+            .where(table.c.id == job_id, table.c.status == JobStatus.DEAD.value, reach)
+            .values(**_claimable(JobStatus.QUEUED, at), attempts=0, finished_at=None)
+            .values(lease_token=None)
+            .returning(table.c.id)
+        )
+        retried = select(table.c.id).where(  # what this call left, if an earlier send of it
+            table.c.id == job_id,  # committed: queued at ``now``, no attempt, the error kept
+            table.c.status == JobStatus.QUEUED.value,
+            table.c.attempts == 0,
+            table.c.run_at == at,
+            table.c.last_error_code.is_not(None),
+            reach,
+        )
+
+        def work(connection: Connection, again: bool) -> bool:
+            if connection.execute(retry).first() is not None:
+                return True
+            return again and connection.execute(retried).first() is not None
+
+        return self._connector.run(f"retry the dead job {job_id!r}", work)
 
     def list_jobs(
         self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
     ) -> list[StoredJob]:
-        if limit <= 0:
+        reach = self._reach(tenant_id)
+        if limit <= 0 or not self._storable(tenant_id):
             return []
         table = self._table
-        query = select(table).where(self._reach(tenant_id))
+        query = select(table).where(reach)
         if status is not None:
             query = query.where(table.c.status == JobStatus(status).value)
         query = query.order_by(table.c.enqueued_at.desc(), table.c.id.desc()).limit(limit)
@@ -319,10 +441,19 @@ class SqlJobStore(JobStore):
             counts.setdefault(queue, {})[JobStatus(status)] = int(count)
         return JobStats(counts)
 
-    def take_due(self, *, now: datetime, limit: int, redispatch_after_ms: int) -> list[Dispatch]:
+    def take_due(
+        self,
+        *,
+        now: datetime,
+        limit: int,
+        redispatch_after_ms: int,
+        token: str | None = None,
+    ) -> list[Dispatch]:
         if limit <= 0:
             return []
         at = to_micros(now, "now")
+        given = token is not None
+        token = uuid.uuid4().hex if token is None else token
         table = self._table
         due = (
             select(table.c.id)
@@ -330,9 +461,11 @@ class SqlJobStore(JobStore):
                 table.c.status.in_(_CLAIMABLE),
                 table.c.run_at <= at,
                 or_(
-                    table.c.dispatched_at.is_(None),
-                    table.c.dispatched_at < at - redispatch_after_ms * 1000,
-                    table.c.unconfirmed_until <= at,
+                    table.c.relay_at <= at,
+                    and_(
+                        table.c.relay_at.is_(None),
+                        table.c.dispatched_at < at - redispatch_after_ms * 1000,
+                    ),
                 ),
             )
             .order_by(table.c.run_at, table.c.id)
@@ -341,14 +474,44 @@ class SqlJobStore(JobStore):
             .cte()
             .prefix_with("MATERIALIZED")
         )
-        with self._connector.transaction("take the due jobs", single=True) as connection:
-            rows = connection.execute(
-                update(table)
-                .where(table.c.id.in_(select(due.c.id)))
-                .values(dispatched_at=at, unconfirmed_until=None)
-                .returning(table.c.id, table.c.name, table.c.queue, table.c.run_at)
-            ).all()
-        rows = sorted(rows, key=lambda row: (row.run_at, row.id))
+        resends = case(
+            (table.c.dispatched_at.is_(None), table.c.redispatches),
+            else_=table.c.redispatches + 1,
+        )
+        waits = [  # BIGINT: a bound int is cast to INTEGER, too small for an instant
+            literal(redispatch_wait_ms(redispatch_after_ms, count) * 1000 + 1, BigInteger)
+            for count in range(4)
+        ]
+        wait = case(
+            (resends >= 3, waits[3]),
+            (resends == 2, waits[2]),
+            (resends == 1, waits[1]),
+            else_=waits[0],
+        )
+        take = (
+            update(table)
+            .where(table.c.id.in_(select(due.c.id)))
+            .values(
+                dispatched_at=at,
+                relay_at=literal(at, BigInteger) + wait,  # strictly after its wait: + 1 µs
+                redispatches=resends,
+                relay_token=token,
+            )
+            .returning(table.c.id, table.c.name, table.c.queue, table.c.run_at)
+        )
+        taken = select(table.c.id, table.c.name, table.c.queue, table.c.run_at).where(
+            table.c.relay_token == token
+        )
+
+        def work(connection: Connection, again: bool) -> list[Row[Any, Any, Any, Any]]:
+            if given or again:
+                answered = list(connection.execute(taken).all())
+                if answered:
+                    return answered
+            return list(connection.execute(take).all())
+
+        rows = self._connector.run("take the due jobs", work)
+        rows.sort(key=lambda row: (row.run_at, row.id))
         return [Dispatch(row.id, row.name, row.queue) for row in rows]
 
     def expire_leases(self, *, now: datetime, limit: int) -> list[StoredJob]:
@@ -358,7 +521,7 @@ class SqlJobStore(JobStore):
         table = self._table
         expired = (
             select(table.c.id)
-            .where(table.c.status == JobStatus.RUNNING.value, table.c.lease_expires_at < at)
+            .where(table.c.status == _RUNNING, table.c.lease_expires_at < at)
             .order_by(table.c.lease_expires_at, table.c.id)
             .limit(limit)
             .with_for_update(skip_locked=True)
@@ -369,42 +532,55 @@ class SqlJobStore(JobStore):
         with self._connector.transaction("expire the leases", single=True) as connection:
             rows = connection.execute(
                 update(table)
-                .where(
-                    table.c.id.in_(select(expired.c.id)),
-                    table.c.status == JobStatus.RUNNING.value,
-                )
+                .where(table.c.id.in_(select(expired.c.id)), table.c.status == _RUNNING)
                 .values(
                     status=case((exhausted, JobStatus.DEAD.value), else_=JobStatus.FAILED.value),
                     run_at=case((exhausted, table.c.run_at), else_=at),
                     finished_at=case((exhausted, at), else_=None),
                     last_error_code=JOB_INTERRUPTED,
                     last_error_type=JobInterruptedError.__name__,
-                    lease_token=None,
+                    lease_token=None,  # expired, not concluded by its attempt: reports refused
                     lease_expires_at=None,
                     dispatched_at=None,
-                    unconfirmed_until=None,
+                    relay_at=case((exhausted, None), else_=at),
+                    redispatches=0,
                 )
                 .returning(*table.c)
             ).all()
         return [_job(row) for row in rows]
 
     def _report(self, lease: JobLease, doing: str, values: dict[str, Any]) -> None:
-        """Apply ``values`` to the job if ``lease`` is still its own, else ``LostLeaseError``."""
+        """Apply ``values`` to the job if ``lease`` is still its own, else ``LostLeaseError``.
+
+        A report the lease's attempt already made (``_CONCLUDED``) answers as it did.
+        """
         table = self._table
-        with self._connector.transaction(
-            f"{doing} the job {lease.job_id!r}", single=True
-        ) as connection:
-            row = connection.execute(
-                update(table)
-                .where(
-                    table.c.id == lease.job_id,
-                    table.c.status == JobStatus.RUNNING.value,
-                    table.c.lease_token == lease.token,
-                )
-                .values(**values)
-                .returning(table.c.id)
-            ).first()
-        if row is None:
+        report = (
+            update(table)
+            .where(
+                table.c.id == lease.job_id,
+                table.c.status == _RUNNING,
+                table.c.lease_token == lease.token,
+            )
+            .values(**values)
+            .returning(table.c.id)
+        )
+        concluded = _CONCLUDED.get(doing)
+        made = select(table.c.id).where(
+            table.c.id == lease.job_id,
+            table.c.status.in_(sorted(concluded or ())),
+            table.c.lease_token == lease.token,
+        )
+
+        def work(connection: Connection, again: bool) -> bool:
+            if connection.execute(report).first() is not None:
+                return True
+            return concluded is not None and connection.execute(made).first() is not None
+
+        held = self._storable(lease.job_id, lease.token) and self._connector.run(
+            f"{doing} the job {lease.job_id!r}", work
+        )
+        if not held:
             raise LostLeaseError(
                 f"cannot {doing} job {lease.job_id!r}: the lease of attempt "
                 f"{lease.attempt} is no longer the job's (it expired and was handed back, or "
@@ -412,28 +588,61 @@ class SqlJobStore(JobStore):
             )
 
     def _reach(self, tenant_id: str | None) -> Any:
-        """Every job when ``tenant_id`` is None, else that tenant's only."""
-        return literal(True) if tenant_id is None else self._table.c.tenant_id == tenant_id
+        """Every job when ``tenant_id`` is None, else that tenant's only (never ``""``)."""
+        if tenant_filter(tenant_id) is None:
+            return literal(True)
+        return self._table.c.tenant_id == tenant_id
+
+    def _storable(self, *texts: str | None) -> bool:
+        """Whether the database can hold each of ``texts``: one it cannot (a NUL character on
+        PostgreSQL) names no job, so a lookup by it finds none without asking."""
+        return not self._postgresql or not any(text and "\x00" in text for text in texts)
+
+
+def _unstorable_field(job: NewJob) -> str:
+    """The field of ``job`` the database could not keep: one holding a NUL character, else the
+    longest of the indexed ones (a key past what an index holds)."""
+    texts = {
+        "id": job.id,
+        "name": job.name,
+        "queue": job.queue,
+        "tenant_id": job.enqueued_by.tenant_id,
+        "idempotency_key": job.idempotency_key,
+        "actor": job.enqueued_by.actor,
+        "correlation_id": job.enqueued_by.correlation_id,
+        "traceparent": job.enqueued_by.traceparent,
+    }
+    for field, text in texts.items():
+        if text and "\x00" in text:
+            return field
+    indexed = ("idempotency_key", "tenant_id", "id")
+    return max(indexed, key=lambda field: len((texts[field] or "").encode()))
 
 
 def _claim_values(table: Any, token: Any, expires: int) -> dict[str, Any]:
+    """A claim, or the same claim sent again by its attempt (not counted again)."""
     return {
-        "status": JobStatus.RUNNING.value,
-        "attempts": table.c.attempts + 1,
+        "status": _RUNNING,
+        "attempts": case(
+            (table.c.status == _RUNNING, table.c.attempts), else_=table.c.attempts + 1
+        ),
         "lease_token": token,
         "lease_expires_at": expires,
-        "unconfirmed_until": None,
+        "dispatched_at": None,
+        "relay_at": None,
+        "redispatches": 0,
     }
 
 
 def _finished(status: JobStatus, at: int) -> dict[str, Any]:
+    """Finished at ``at``; ``lease_token`` stays the attempt's that finished it, if any."""
     return {
         "status": status.value,
         "finished_at": at,
-        "lease_token": None,
         "lease_expires_at": None,
         "dispatched_at": None,
-        "unconfirmed_until": None,
+        "relay_at": None,
+        "redispatches": 0,
     }
 
 
@@ -442,10 +651,10 @@ def _claimable(status: JobStatus, run_at: int) -> dict[str, Any]:
     return {
         "status": status.value,
         "run_at": run_at,
-        "lease_token": None,
         "lease_expires_at": None,
         "dispatched_at": None,
-        "unconfirmed_until": None,
+        "relay_at": run_at,
+        "redispatches": 0,
     }
 
 

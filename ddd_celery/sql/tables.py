@@ -103,18 +103,15 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
         Column("lease_token", Text),
         Column("lease_expires_at", BigInteger),
         Column("finished_at", BigInteger),
-        Column(
-            "dispatched_at",
-            BigInteger,
-        ),
-        Column(
-            "unconfirmed_until",
-            BigInteger,
-        ),
+        Column("dispatched_at", BigInteger),
+        Column("relay_at", BigInteger),
+        Column("redispatches", Integer, nullable=False, server_default="0"),
+        Column("relay_token", Text),
     )
     Index(f"{prefix}jobs_key", jobs.c.tenant, jobs.c.idempotency_key, unique=True)
-    Index(f"{prefix}jobs_due", jobs.c.status, jobs.c.run_at)
     Index(f"{prefix}jobs_queue_due", jobs.c.queue, jobs.c.status, jobs.c.run_at)
+    Index(f"{prefix}jobs_relay", jobs.c.relay_at, jobs.c.dispatched_at)
+    Index(f"{prefix}jobs_relay_token", jobs.c.relay_token)
     Index(f"{prefix}jobs_lease", jobs.c.lease_expires_at)
     Index(f"{prefix}jobs_finished", jobs.c.finished_at)
     Index(f"{prefix}jobs_enqueued", jobs.c.enqueued_at)
