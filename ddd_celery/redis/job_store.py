@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from redis import Redis
 
 from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
-from ddd_celery.background.rules import tenant_key_of
+from ddd_celery.background.rules import scoped_idempotency_key, tenant_filter, tenant_key_of
 from ddd_celery.background.store import (
+    Batch,
     ClaimedJob,
     Dispatch,
     EnqueuedBy,
@@ -32,6 +33,10 @@ from ddd_celery.redis.scripts import LuaScript, register
 PURGE_BATCH = 1_000
 """Jobs one purge script deletes at most: a longer script would hold Redis for every client."""
 
+TAKEN_KEPT_MS = 60_000
+"""How long a ``take_due``'s reply is kept by its token, to answer that call sent again (redis-py
+sends a script again on a new connection after a timeout, within seconds)."""
+
 
 class RedisJobStore(JobStore):
     """Every job a hash, ``<prefix>job:<id>``, indexed by sorted sets; scripts in ``lua/job_*``.
@@ -45,6 +50,12 @@ class RedisJobStore(JobStore):
     millisecond. ``add`` is not transactional: the queue adds after the commit. Raises
     ``StoreUnavailableError`` when Redis cannot be asked, ``LostLeaseError`` for a report whose
     lease is no longer the job's.
+
+    Every script is safe to run twice, as redis-py does after a timeout (``connect()``: one
+    retry, on a new connection, of a script whose reply came late): each call's token (made
+    once per call when the caller gives none) lets the second run answer what the first did.
+    An index entry naming a job whose hash is gone (evicted under ``maxmemory``, deleted by
+    hand) is dropped and counted in ``Batch.dropped``, never an error of the whole call.
     """
 
     transactional = False
@@ -76,7 +87,8 @@ class RedisJobStore(JobStore):
         tenant = tenant_key_of(job.enqueued_by)
         keys = [self._job_key(job.id)]
         if job.idempotency_key is not None:
-            keys.append(f"{self._prefix}key:{tenant}:{job.idempotency_key}")
+            scoped = scoped_idempotency_key(job.tenant_id, job.idempotency_key)
+            keys.append(f"{self._prefix}key:{scoped}")
         args: list[str | int] = [
             self._prefix,
             job.id,
@@ -95,27 +107,44 @@ class RedisJobStore(JobStore):
             kept = self._add(keys=keys, args=args)
         return _text(kept)
 
-    def claim_job(self, job_id: str, *, now: datetime, lease_ms: int) -> ClaimedJob | None:
+    def store_time(self) -> datetime:
+        """Redis's ``TIME``, aware UTC, to the microsecond."""
+        with unavailable_as(StoreUnavailableError, "read the time of Redis"):
+            seconds, microseconds = self._client.time()
+        return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=microseconds)
+
+    def claim_job(
+        self, job_id: str, *, now: datetime, lease_ms: int, token: str | None = None
+    ) -> ClaimedJob | None:
         at = _ms(now, "now")
         expires = at + _positive(lease_ms)
         with unavailable_as(StoreUnavailableError, f"claim the job {job_id!r}"):
             reply = self._claim(
                 keys=[self._job_key(job_id)],
-                args=[self._prefix, job_id, at, _token(), expires],
+                args=[self._prefix, job_id, at, token or _token(), expires],
             )
         return None if reply is None else _claimed(reply)
 
     def claim_due(
-        self, queues: Sequence[str], *, now: datetime, lease_ms: int, limit: int
+        self,
+        queues: Sequence[str],
+        *,
+        now: datetime,
+        lease_ms: int,
+        limit: int,
+        token: str | None = None,
     ) -> list[ClaimedJob]:
         if not queues or limit <= 0:
             return []
         at = _ms(now, "now")
         expires = at + _positive(lease_ms)
-        keys = [f"{self._prefix}queue:{queue}" for queue in queues]
+        stem = token or _token()
+        keys = [f"{self._prefix}claimed:{stem}"]
+        keys += [f"{self._prefix}queue:{queue}" for queue in queues]
+        args: list[str | int] = [self._prefix, at, expires, limit, stem, lease_ms]
         with unavailable_as(StoreUnavailableError, f"claim the due jobs of {list(queues)}"):
-            replies = self._claim_due(keys=keys, args=[self._prefix, at, expires, limit, _token()])
-        return [_claimed(reply) for reply in replies]
+            replies, dropped = self._claim_due(keys=keys, args=args)
+        return Batch((_claimed(reply) for reply in replies), dropped=int(dropped))
 
     def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
         expires = _ms(now, "now") + _positive(lease_ms)
@@ -183,11 +212,13 @@ class RedisJobStore(JobStore):
         _require_lease(kept, lease, "release")
 
     def cancel(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
+        tenant_filter(tenant_id)
         args: list[str | int] = [self._prefix, job_id, _reach(tenant_id), _ms(now, "now")]
         with unavailable_as(StoreUnavailableError, f"cancel the job {job_id!r}"):
             return bool(self._cancel(keys=[self._job_key(job_id)], args=args))
 
     def find(self, job_id: str, *, tenant_id: str | None) -> StoredJob | None:
+        tenant_filter(tenant_id)
         with unavailable_as(StoreUnavailableError, f"find the job {job_id!r}"):
             fields = self._client.hgetall(self._job_key(job_id))
         if not fields:
@@ -198,6 +229,7 @@ class RedisJobStore(JobStore):
         return _job(record)
 
     def retry_dead(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
+        tenant_filter(tenant_id)
         args: list[str | int] = [self._prefix, job_id, _reach(tenant_id), _ms(now, "now")]
         with unavailable_as(StoreUnavailableError, f"retry the dead job {job_id!r}"):
             return bool(self._retry_dead(keys=[self._job_key(job_id)], args=args))
@@ -205,6 +237,7 @@ class RedisJobStore(JobStore):
     def list_jobs(
         self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
     ) -> list[StoredJob]:
+        tenant_filter(tenant_id)
         if limit <= 0:
             return []
         index = "enqueued" if status is None else f"status:{JobStatus(status).value}"
@@ -234,17 +267,35 @@ class RedisJobStore(JobStore):
                 counts.setdefault(queue, {})[JobStatus(status)] = int(value)
         return JobStats(counts)
 
-    def take_due(self, *, now: datetime, limit: int, redispatch_after_ms: int) -> list[Dispatch]:
+    def take_due(
+        self,
+        *,
+        now: datetime,
+        limit: int,
+        redispatch_after_ms: int,
+        token: str | None = None,
+    ) -> list[Dispatch]:
         if limit <= 0:
             return []
         at = _ms(now, "now")
-        keys = [self._prefix + "pending", self._prefix + "dispatched"]
+        keys = [
+            self._prefix + "pending",
+            self._prefix + "dispatched",
+            f"{self._prefix}taken:{token or _token()}",
+        ]
+        args: list[str | int] = [
+            self._prefix,
+            at,
+            at - redispatch_after_ms,
+            limit,
+            redispatch_after_ms,
+            TAKEN_KEPT_MS,
+        ]
         with unavailable_as(StoreUnavailableError, "take the due jobs"):
-            reply = self._take_due(
-                keys=keys, args=[self._prefix, at, at - redispatch_after_ms, limit]
-            )
+            reply, dropped = self._take_due(keys=keys, args=args)
         fields = [_text(value) for value in reply]
-        return [Dispatch(*fields[i : i + 3]) for i in range(0, len(fields), 3)]
+        dispatches = (Dispatch(*fields[i : i + 3]) for i in range(0, len(fields), 3))
+        return Batch(dispatches, dropped=int(dropped))
 
     def expire_leases(self, *, now: datetime, limit: int) -> list[StoredJob]:
         if limit <= 0:
@@ -257,8 +308,8 @@ class RedisJobStore(JobStore):
             JobInterruptedError.__name__,
         ]
         with unavailable_as(StoreUnavailableError, "expire the leases"):
-            replies = self._expire_leases(keys=[self._prefix + "leases"], args=args)
-        return [_job(_pairs(reply)) for reply in replies]
+            replies, dropped = self._expire_leases(keys=[self._prefix + "leases"], args=args)
+        return Batch((_job(_pairs(reply)) for reply in replies), dropped=int(dropped))
 
     def _job_key(self, job_id: str) -> str:
         return f"{self._prefix}job:{job_id}"

@@ -111,7 +111,7 @@ def test_a_job_is_a_hash_with_instants_in_epoch_ms_and_json_values(
         b"tenant": b"clinic-7",
         b"idempotency_key": b"2026-10",
     }
-    assert redis_client.get(f"{prefix}key:clinic-7:2026-10") == b"j1"
+    assert redis_client.get(f"{prefix}key:8:clinic-7:2026-10") == b"j1"
     assert redis_client.ttl(f"{prefix}job:j1") == -1
 
 
@@ -322,7 +322,8 @@ def test_an_add_keeps_any_text_as_given_through_its_json_argument(
     assert found is not None
     assert (found.name, found.queue, found.payload) == (job.name, job.queue, job.payload)
     assert (found.enqueued_by, found.idempotency_key) == (job.enqueued_by, "")
-    assert redis_client.get(f"{prefix}key:{odd}:".encode()) == job.id.encode()
+    scoped = f"{len(odd.encode())}:{odd}:"
+    assert redis_client.get(f"{prefix}key:{scoped}".encode()) == job.id.encode()
     assert members(redis_client, f"{prefix}queue:{job.queue}") == [(job.id, T0_MS)]
     assert store.find("j2", tenant_id=None) is None
 
@@ -360,7 +361,7 @@ def test_the_scripts_are_loaded_again_after_redis_forgets_them(
     redis_client.script_flush()
     store.complete(claimed.lease, now=T0)
     with pytest.raises(LostLeaseError, match="'j1'"):
-        store.complete(claimed.lease, now=T0)
+        store.fail(claimed.lease, now=T0, error_code="E", error_type="Boom", retry_at=None)
 
 
 def test_a_lease_is_a_random_token_per_claim(redis_client: Redis, prefix: str) -> None:

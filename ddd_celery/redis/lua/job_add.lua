@@ -2,7 +2,8 @@
 --
 -- Keys (the layout is in job_lib.lua, prepended to this script; P is ARGV[1])
 --   KEYS[1]  P job:<id>, the new job's hash.
---   KEYS[2]  P key:<tenant>:<idempotency key>, when the job has a key: the id of its job.
+--   KEYS[2]  P key:<n>:<tenant>:<idempotency key> (rules.scoped_idempotency_key), when the
+--            job has a key: the id of its job.
 --   Also P enqueued, P status:queued, P stats, P queue:<queue> and P pending or P dispatched.
 -- Arguments
 --   ARGV[2..11]  id, name, queue, payload (JSON), enqueued_at, run_at, max_attempts,

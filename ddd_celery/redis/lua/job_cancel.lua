@@ -10,13 +10,17 @@
 --   ARGV[3]  '=<tenant>' for the caller's tenant ('=' for none), '*' for every job.
 --   ARGV[4]  now, epoch ms: the job's finished_at.
 -- Returns
---   1 when cancelled; 0 when unknown, another tenant's, or not queued, failed nor running.
+--   1 when the job is cancelled after the call (cancelled now, or already: a cancel sent twice
+--   answers as once); 0 when unknown, another tenant's, succeeded or dead.
 local job = read_job(ARGV[2])
 if not job or not reaches(job, ARGV[3]) then
   return 0
 end
+if job.status == 'cancelled' then
+  return 1
+end
 if not (claimable(job) or job.status == 'running') then
   return 0
 end
-finish(job, 'cancelled', ARGV[4])
+finish(job, 'cancelled', ARGV[4], 'cancel')
 return 1

@@ -7,17 +7,21 @@
 -- Arguments
 --   ARGV[2]  the job id.
 --   ARGV[3]  now, epoch ms.
---   ARGV[4]  the lease's token (random, new for this claim).
+--   ARGV[4]  the lease's token (the caller's, or random and new for this call).
 --   ARGV[5]  the lease's expiry, epoch ms.
 -- Returns
 --   the job's record after the claim (a JSON object, see claim in job_lib.lua), its attempts
---   counting this one; or nil, changing nothing, when the job is unknown, not due, running or
---   finished.
+--   counting this one; the same lease again, its expiry ARGV[5], when the job already runs
+--   under that token (the claim sent twice: redis-py sends a script again after a timeout);
+--   or nil, changing nothing, when the job is unknown, not due, running or finished.
 local job, record = read_record(ARGV[2])
-if not job or not claimable(job) then
+if not job then
   return false
 end
-if job.run_at > tonumber(ARGV[3]) then
+if job.status == 'running' and job.lease_token == ARGV[4] then
+  return claim_again(job, record, ARGV[5])
+end
+if not claimable(job) or job.run_at > tonumber(ARGV[3]) then
   return false
 end
 return claim(job, record, ARGV[4], ARGV[5])

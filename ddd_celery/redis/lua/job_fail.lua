@@ -12,18 +12,19 @@
 --   ARGV[5]  the error code; ARGV[6] the error type.
 --   ARGV[7]  the retry's instant, epoch ms, or '' for none (the job is dead).
 -- Returns
---   1 when done; 0 when the lease is lost (nothing changes).
+--   1 when done, or already failed by this lease (sent twice); 0 when the lease is lost
+--   (nothing changes).
 local job = leased(ARGV[2], ARGV[3])
 if not job then
-  return 0
+  return concluded(ARGV[2], ARGV[3], 'fail') and 1 or 0
 end
 redis.call('HSET', KEYS[1], 'last_error_code', ARGV[5], 'last_error_type', ARGV[6])
 if ARGV[7] == '' then
-  finish(job, 'dead', ARGV[4])
+  finish(job, 'dead', ARGV[4], 'fail')
   return 1
 end
 unindex(job)
-drop_lease(job)
+drop_lease(job, 'fail')
 move(job, 'failed')
 make_claimable(job, ARGV[7])
 return 1

@@ -2,7 +2,7 @@
 --
 -- Keys (the layout is in job_lib.lua, prepended to this script; P is ARGV[1])
 --   KEYS[1]  P finished, the succeeded, dead and cancelled jobs by finished_at.
---   Also P job:<id> (deleted), P key:<tenant>:<key> (deleted while it names the job),
+--   Also P job:<id> (deleted), P key:<n>:<tenant>:<key> (deleted while it names the job),
 --   P enqueued, P status:<status> and P stats.
 -- Arguments
 --   ARGV[2]  the instant, epoch ms: jobs finished strictly before it are deleted.
@@ -17,9 +17,14 @@ for _, id in ipairs(ids) do
     count(job.queue, job.status, -1)
     redis.call('ZREM', P .. 'status:' .. job.status, id)
     if job.idempotency_key then
-      local key = P .. 'key:' .. job.tenant .. ':' .. job.idempotency_key
-      if redis.call('GET', key) == id then
-        redis.call('DEL', key)
+      -- the key as rules.scoped_idempotency_key makes it, and as it was made before (a job
+      -- added by an earlier version): each deleted only while it names this job
+      local scoped = #job.tenant .. ':' .. job.tenant .. ':' .. job.idempotency_key
+      local earlier = job.tenant .. ':' .. job.idempotency_key
+      for _, key in ipairs({P .. 'key:' .. scoped, P .. 'key:' .. earlier}) do
+        if redis.call('GET', key) == id then
+          redis.call('DEL', key)
+        end
       end
     end
     redis.call('DEL', job_key(id))

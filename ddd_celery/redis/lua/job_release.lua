@@ -8,13 +8,14 @@
 --   ARGV[3]  the lease's token.
 --   ARGV[4]  now, epoch ms: the job's run_at.
 -- Returns
---   1 when done; 0 when the lease is lost (nothing changes).
+--   1 when done, or already released by this lease and not claimed since (sent twice); 0 when
+--   the lease is lost (nothing changes).
 local job = leased(ARGV[2], ARGV[3])
 if not job then
-  return 0
+  return concluded(ARGV[2], ARGV[3], 'release') and 1 or 0
 end
 unindex(job)
-drop_lease(job)
+drop_lease(job, 'release')
 redis.call('HINCRBY', KEYS[1], 'attempts', -1)
 move(job, 'queued')
 make_claimable(job, ARGV[4])

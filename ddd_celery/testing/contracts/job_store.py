@@ -1216,19 +1216,30 @@ class JobStoreContract:
         from hypothesis import HealthCheck, given, settings  # noqa: PLC0415
         from hypothesis import strategies as st  # noqa: PLC0415
 
-        text = st.text(st.characters(blacklist_characters="\x00", codec="utf-8"), max_size=12)
+        separators = ":\x1f|0123456789"
+        any_text = st.characters(blacklist_characters="\x00", codec="utf-8")
+        text = st.text(st.sampled_from(separators) | any_text, max_size=12)
         tenant = st.none() | text.filter(bool)
         pair = st.tuples(tenant, text)
+
+        @st.composite
+        def shifted(draw: Any) -> tuple[tuple[str | None, str], tuple[str | None, str]]:
+            """Two pairs a naive join makes one: (t, m + s + k) and (t + s + m, k)."""
+            head, middle, key = draw(text.filter(bool)), draw(text), draw(text)
+            sep = draw(st.sampled_from(":\x1f"))
+            return (head, f"{middle}{sep}{key}"), (f"{head}{sep}{middle}", key)
+
         examples = iter(range(1_000_000))
 
         @settings(
-            max_examples=40,
+            max_examples=60,
             deadline=None,
             database=None,
             suppress_health_check=[HealthCheck.too_slow],
         )
-        @given(first=pair, second=pair)
-        def prove(first: tuple[str | None, str], second: tuple[str | None, str]) -> None:
+        @given(pairs=st.tuples(pair, pair) | shifted())
+        def prove(pairs: tuple[tuple[str | None, str], tuple[str | None, str]]) -> None:
+            first, second = pairs
             self._assert_keys_kept_apart(job_store_subject, first, second, str(next(examples)))
 
         prove()
@@ -1241,9 +1252,9 @@ class JobStoreContract:
         run: str,
     ) -> None:
         """Add a job for each (tenant, key) under its derived id; the same pair keeps the first
-        job, two different pairs keep two. ``run`` (no ``|`` in it) starts each key, so runs on
-        the same store never meet."""
-        first, second = [(tenant, f"{run}|{key}") for tenant, key in (first, second)]
+        job, two different pairs keep two. ``run`` (no ``|`` in it) ends each key, so runs on the
+        same store never meet, and a pair that collides in a naive encoding still does."""
+        first, second = [(tenant, f"{key}|{run}") for tenant, key in (first, second)]
         ids = [keyed_job_id(tenant, key) for tenant, key in (first, second)]
         kept = [
             self.add(subject, new_job(subject, job_id, tenant=tenant, key=key))
