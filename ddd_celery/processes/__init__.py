@@ -5,12 +5,14 @@ Imports no Celery, Redis or SQL.
 """
 
 from ddd_celery.processes.errors import (
+    CORRUPT_PROCESS_STATE,
     INVALID_DECISION,
     NO_TIMEOUT_JOB,
     PROCESS_CONFLICT,
     PROCESS_NOT_STARTED,
     STALE_PROCESS_VERSION,
     UNKNOWN_PROCESS,
+    CorruptProcessStateError,
     InvalidDecisionError,
     NoTimeoutJobError,
     ProcessConflictError,
@@ -19,17 +21,27 @@ from ddd_celery.processes.errors import (
     StaleProcessVersionError,
     UnknownProcessError,
 )
-from ddd_celery.processes.jobs import PROCESS_COMMANDS_JOB, ProcessCommandsJob, ProcessTimeoutJob
+from ddd_celery.processes.jobs import (
+    PROCESS_COMMANDS_JOB,
+    ProcessCommandsJob,
+    ProcessTimeoutJob,
+    ProcessTimeoutPayload,
+)
 from ddd_celery.processes.memory import InMemoryProcessStore
 from ddd_celery.processes.runner import (
+    DEFAULT_BACKOFF_MS,
     DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_BACKOFF_MS,
     DEFAULT_RESEND_AFTER_MS,
     StoredProcessRunner,
 )
 from ddd_celery.processes.store import ProcessStore, StoredProcess
 
 __all__ = [
+    "CORRUPT_PROCESS_STATE",
+    "DEFAULT_BACKOFF_MS",
     "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_MAX_BACKOFF_MS",
     "DEFAULT_RESEND_AFTER_MS",
     "INVALID_DECISION",
     "NO_TIMEOUT_JOB",
@@ -38,6 +50,7 @@ __all__ = [
     "PROCESS_NOT_STARTED",
     "STALE_PROCESS_VERSION",
     "UNKNOWN_PROCESS",
+    "CorruptProcessStateError",
     "InMemoryProcessStore",
     "InvalidDecisionError",
     "NoTimeoutJobError",
@@ -47,6 +60,7 @@ __all__ = [
     "ProcessNotStartedError",
     "ProcessStore",
     "ProcessTimeoutJob",
+    "ProcessTimeoutPayload",
     "StaleProcessVersionError",
     "StoredProcess",
     "StoredProcessRunner",

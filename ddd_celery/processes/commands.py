@@ -58,6 +58,6 @@ def decode_command(declaration: ProcessDeclaration, stored: Any) -> object:
             return command_type.model_validate(body)
         return command_type(**body)
     except (ValidationError, TypeError):
-        raise ValueError(
-            f"process {declaration.name!r}: a stored {kind} no longer fits its type"
-        ) from None
+        pass
+    # raised outside the except: pydantic's error, as a context, would quote the body
+    raise ValueError(f"process {declaration.name!r}: a stored {kind} no longer fits its type")

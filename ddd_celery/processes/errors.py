@@ -8,6 +8,7 @@ PROCESS_CONFLICT = "PROCESS_CONFLICT"
 PROCESS_NOT_STARTED = "PROCESS_NOT_STARTED"
 UNKNOWN_PROCESS = "UNKNOWN_PROCESS"
 INVALID_DECISION = "INVALID_DECISION"
+CORRUPT_PROCESS_STATE = "CORRUPT_PROCESS_STATE"
 
 
 class ProcessError(Exception):
@@ -67,3 +68,22 @@ class InvalidDecisionError(ProcessError, ValueError):
     handles. The message names what is wrong, never a value."""
 
     code = INVALID_DECISION
+
+
+class CorruptProcessStateError(ProcessError, ValueError):
+    """A stored instance that no longer reads back: its state or timeouts are not JSON, its
+    timeouts not names mapped to job ids, or its state no longer fits the process's state model.
+
+    The message names the process and the instance, never the stored value, and nothing is
+    chained to it (a parser's error quotes what it read). Nothing ran: fix or delete the stored
+    instance, or its model.
+    """
+
+    code = CORRUPT_PROCESS_STATE
+
+    def __init__(
+        self, message: str, *, process: str, instance_id: str, tenant_id: str | None
+    ) -> None:
+        super().__init__(message, process=process)
+        self.instance_id = instance_id
+        self.tenant_id = tenant_id

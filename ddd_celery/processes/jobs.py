@@ -2,7 +2,10 @@
 
 ``ProcessTimeoutJob`` is the base of a process's timeout job: declare a subclass with
 ``@background`` (its name, queue and attempts are yours) and give it as ``timeout_job=``. Its
-payload is ``{"process", "id", "timeout"}``; its job id is what the instance keeps armed.
+payload is ``{"process", "id", "timeout"}`` (``ProcessTimeoutPayload``: a payload that is not, a
+forged or damaged one, is refused at enqueue and, stored, is dead at once with
+``INVALID_ENQUEUE``); its job id is what the instance keeps armed. It runs in the execution scope
+of the step that armed it, so it steps the instance of that step's tenant.
 
 ``ProcessCommandsJob`` (``ddd_celery.process-commands``) is the outbox of the commands a step
 sends: enqueued in the step's unit of work, due ``resend_after_ms`` later, and cancelled once the
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from ddd_celery.declarations.background import BackgroundJobExecution, background
 from ddd_celery.declarations.process import process_declaration_of
 from ddd_celery.kernel.commands import CommandBus
@@ -24,16 +29,26 @@ PROCESS_COMMANDS_JOB = "ddd_celery.process-commands"
 """The outbox job's name; its queue is ``ddd_celery``: a worker must consume it."""
 
 
+class ProcessTimeoutPayload(BaseModel):
+    """What a timeout job carries: which timeout of which instance it fires."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    process: str
+    id: str
+    timeout: str
+
+
 class ProcessTimeoutJob:
     """Hands a fired timeout to the runner, which runs its step only if it is still armed."""
 
     def __init__(self, processes: ProcessRunner) -> None:
         self._processes = processes
 
-    def run(self, payload: Any, execution: BackgroundJobExecution) -> None:
+    def run(self, payload: ProcessTimeoutPayload, execution: BackgroundJobExecution) -> None:
         self._processes.timeout(
-            payload["process"],
-            {"id": payload["id"], "timeout": payload["timeout"], "job_id": execution.job_id},
+            payload.process,
+            {"id": payload.id, "timeout": payload.timeout, "job_id": execution.job_id},
         )
 
 

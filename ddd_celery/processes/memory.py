@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import builtins
-import json
 import threading
 
 from ddd_celery.processes.errors import StaleProcessVersionError
-from ddd_celery.processes.store import ProcessStore, StoredProcess, check_save
+from ddd_celery.processes.store import (
+    ProcessStore,
+    StoredProcess,
+    check_key,
+    check_save,
+    dump_json,
+    load_json,
+)
+
+_Key = tuple[str, str, str]
+"""(tenant id, "" for none; process; instance id): "" is never a tenant id, so none collide."""
 
 
 class InMemoryProcessStore(ProcessStore):
-    """Instances in a dict, each save a compare-and-set under one lock.
+    """Instances in a dict keyed by tenant, process and id, each save a compare-and-set under
+    one lock.
 
     It has no transaction to join: a save applies at once, so the runner saves last in its unit
     of work, after which nothing can fail. Values are kept as JSON text, so what ``load`` gives
@@ -19,21 +29,31 @@ class InMemoryProcessStore(ProcessStore):
     """
 
     def __init__(self) -> None:
-        self._instances: dict[tuple[str, str], tuple[int, str, str]] = {}
+        self._instances: dict[_Key, tuple[int, str, str]] = {}
         self._mutex = threading.Lock()
 
-    def load(self, process: str, instance_id: str) -> StoredProcess | None:
+    def load(
+        self, process: str, instance_id: str, *, tenant_id: str | None
+    ) -> StoredProcess | None:
+        check_key(process, instance_id, tenant_id)
         with self._mutex:
-            kept = self._instances.get((process, instance_id))
+            kept = self._instances.get((tenant_id or "", process, instance_id))
         if kept is None:
             return None
         version, state, timeouts = kept
-        return StoredProcess(process, instance_id, version, json.loads(state), json.loads(timeouts))
+        return load_json(
+            process,
+            instance_id,
+            tenant_id=tenant_id,
+            version=version,
+            state=state,
+            timeouts=timeouts,
+        )
 
     def save(self, instance: StoredProcess, *, expected_version: int) -> None:
         check_save(instance, expected_version)
         state, timeouts = dump_json(instance)
-        key = (instance.process, instance.id)
+        key = (instance.tenant_id or "", instance.process, instance.id)
         with self._mutex:
             kept = self._instances.get(key)
             if (0 if kept is None else kept[0]) != expected_version:
@@ -46,27 +66,11 @@ class InMemoryProcessStore(ProcessStore):
             self._instances[key] = (instance.version, state, timeouts)
 
     def list(self) -> builtins.list[StoredProcess]:
-        """Every instance kept, for assertions."""
+        """Every instance kept, of every tenant, for assertions."""
         with self._mutex:
             keys = sorted(self._instances)
-        found = (self.load(process, instance_id) for process, instance_id in keys)
-        return [instance for instance in found if instance is not None]
-
-
-def dump_json(instance: StoredProcess) -> tuple[str, str]:
-    """The state and the timeouts as JSON text; ``ValueError`` naming what JSON cannot carry."""
-    timeouts = dict(instance.timeouts)
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in timeouts.items()):
-        raise ValueError("timeouts map each timeout's name to a job id, both str")
-    try:
-        state = json.dumps(instance.state, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"the state of instance {instance.id!r} of {instance.process!r} is not JSON"
-        ) from None
-    if json.loads(state) != instance.state:
-        raise ValueError(
-            f"the state of instance {instance.id!r} of {instance.process!r} would not come back "
-            "from JSON unchanged (a tuple, or a key that is not a str)"
+        found = (
+            self.load(process, instance_id, tenant_id=tenant or None)
+            for tenant, process, instance_id in keys
         )
-    return state, json.dumps(timeouts, separators=(",", ":"), sort_keys=True)
+        return [instance for instance in found if instance is not None]

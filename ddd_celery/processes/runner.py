@@ -19,15 +19,24 @@ stores, one process. Commands are sent at least once: a handler must be idempote
 
 Two steps racing on one instance: the save of the second is refused (its version is stale), its
 unit of work rolls back (nothing enqueued, nothing sent), and the step runs again on the
-winner's state, ``max_attempts`` times at most, then ``ProcessConflictError``. Inside a unit of
-work the caller opened, the runner joins it and cannot roll it back: a stale save raises at
-once, and the caller's unit of work (rolled back by that error) decides whether to retry.
+winner's state after a pause drawn at random below ``backoff_ms`` (doubling at each loss, up
+to ``max_backoff_ms``), so that contenders fall out of step; ``max_attempts`` times at most,
+then ``ProcessConflictError``. Inside a unit of work the caller opened, the runner joins it and
+cannot roll it back: a stale save raises at once, and the caller's unit of work (rolled back by
+that error) decides whether to retry.
+
+Instances are scoped by tenant as jobs are: every step, timeout and ``find`` reaches the instance
+of the tenant of the execution scope in progress (none outside a scope), so two tenants' ``o-1``
+are two instances. A timeout job runs in the scope of the step that armed it (the worker restores
+it from the job), so it steps the instance of that tenant.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import random as _random
+import time
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -48,9 +57,11 @@ from ddd_celery.kernel.process_runner import (
     StepRef,
     TimeoutFired,
 )
+from ddd_celery.kernel.scope import ContextVarExecutionScope, ExecutionScope
 from ddd_celery.kernel.unit_of_work import UnitOfWork
 from ddd_celery.processes.commands import encode_command
 from ddd_celery.processes.errors import (
+    CorruptProcessStateError,
     InvalidDecisionError,
     NoTimeoutJobError,
     ProcessConflictError,
@@ -59,14 +70,16 @@ from ddd_celery.processes.errors import (
     UnknownProcessError,
 )
 from ddd_celery.processes.jobs import ProcessCommandsJob
-from ddd_celery.processes.memory import dump_json
-from ddd_celery.processes.store import ProcessStore, StoredProcess
+from ddd_celery.processes.store import ProcessStore, StoredProcess, dump_json
 
 DEFAULT_LOGGER = "ddd_celery.processes"
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_RESEND_AFTER_MS = 30_000
 """How long the outbox job waits before sending the commands itself: longer than a healthy
 send after the commit takes, short enough that a crash delays the commands by little."""
+DEFAULT_BACKOFF_MS = 10
+"""The bound of the first pause after a lost race: about a step's time on a database."""
+DEFAULT_MAX_BACKOFF_MS = 1_000
 
 TIMEOUT_IGNORED = "Process timeout no longer armed, ignored"
 STEP_RETRIED = "Process step lost a race for its instance, running it again"
@@ -79,8 +92,12 @@ class StoredProcessRunner(ProcessRunner):
 
     ``store`` keeps the instances; ``jobs`` enqueues the timeout jobs and the outbox jobs (it
     must know ``ProcessCommandsJob`` and each process's timeout job); ``commands`` sends the
-    commands; ``unit_of_work`` is the one ``store`` and ``jobs`` write in. The process class is
-    built with no argument for each step: a step decides from its state and its message only.
+    commands; ``unit_of_work`` is the one ``store`` and ``jobs`` write in; ``scope`` tells the
+    tenant of the work in progress (by default the process's ``ContextVarExecutionScope``, which
+    every scope of the library shares). A step that lost a race pauses ``random() * min(
+    max_backoff_ms, backoff_ms * 2 ** (losses - 1))`` ms through ``sleep`` (seconds) before it
+    runs again. The process class is built with no argument for each step: a step decides from
+    its state and its message only.
     """
 
     def __init__(
@@ -90,19 +107,34 @@ class StoredProcessRunner(ProcessRunner):
         jobs: JobQueue,
         commands: CommandBus,
         unit_of_work: UnitOfWork,
+        scope: ExecutionScope | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         resend_after_ms: int = DEFAULT_RESEND_AFTER_MS,
+        backoff_ms: int = DEFAULT_BACKOFF_MS,
+        max_backoff_ms: int = DEFAULT_MAX_BACKOFF_MS,
+        random: Callable[[], float] = _random.random,
+        sleep: Callable[[float], None] = time.sleep,
         logger: logging.Logger | None = None,
     ) -> None:
-        for name, value in (("max_attempts", max_attempts), ("resend_after_ms", resend_after_ms)):
+        for name, value in (
+            ("max_attempts", max_attempts),
+            ("resend_after_ms", resend_after_ms),
+            ("backoff_ms", backoff_ms),
+            ("max_backoff_ms", max_backoff_ms),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, not {value!r}")
         self._store = store
         self._jobs = jobs
         self._commands = commands
         self._unit_of_work = unit_of_work
+        self._scope = scope if scope is not None else ContextVarExecutionScope()
         self._max_attempts = max_attempts
         self._resend_after_ms = resend_after_ms
+        self._backoff_ms = backoff_ms
+        self._max_backoff_ms = max_backoff_ms
+        self._random = random
+        self._sleep = sleep
         self._logger = logger or logging.getLogger(DEFAULT_LOGGER)
 
     def handle(
@@ -138,8 +170,12 @@ class StoredProcessRunner(ProcessRunner):
 
     def find(self, process: type[Any] | str, instance_id: str) -> ProcessInstance[Any] | None:
         declaration = _declaration(process)
-        stored = self._store.load(declaration.name, instance_id)
+        stored = self._store.load(declaration.name, instance_id, tenant_id=self._tenant())
         return None if stored is None else _instance(declaration, stored)
+
+    def _tenant(self) -> str | None:
+        context = self._scope.current()
+        return None if context is None else context.tenant_id
 
     # -- a step -------------------------------------------------------------------------
 
@@ -153,9 +189,12 @@ class StoredProcessRunner(ProcessRunner):
     ) -> ProcessInstance[Any] | None:
         joined = self._unit_of_work.in_progress()
         attempts = 1 if joined else self._max_attempts
+        tenant_id = self._tenant()
         for attempt in range(1, attempts + 1):
             try:
-                return self._attempt(declaration, instance_id, step, message, timeout)
+                return self._attempt(
+                    declaration, instance_id, step, message, timeout, tenant_id=tenant_id
+                )
             except StaleProcessVersionError as error:
                 if attempt == attempts:
                     raise ProcessConflictError(
@@ -164,15 +203,21 @@ class StoredProcessRunner(ProcessRunner):
                         + (" inside the caller's unit of work, which decides" if joined else ""),
                         process=declaration.name,
                     ) from error
+                pause_ms = self._random() * min(
+                    self._max_backoff_ms, self._backoff_ms * 2 ** (attempt - 1)
+                )
                 self._logger.info(
                     STEP_RETRIED,
                     extra={
                         "process_manager": declaration.name,
                         "instance_id": instance_id,
+                        "tenant_id": tenant_id,
                         "step": step.name,
                         "attempt": attempt,
+                        "pause_ms": round(pause_ms, 3),
                     },
                 )
+                self._sleep(pause_ms / 1_000)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _attempt(
@@ -182,10 +227,12 @@ class StoredProcessRunner(ProcessRunner):
         step: StepDeclaration,
         message: Any,
         timeout: str | None,
+        *,
+        tenant_id: str | None,
     ) -> ProcessInstance[Any] | None:
         name = declaration.name
         with self._unit_of_work.begin():
-            stored = self._store.load(name, instance_id)
+            stored = self._store.load(name, instance_id, tenant_id=tenant_id)
             if stored is None and not (step.starts and timeout is None):
                 if timeout is not None:
                     self._ignored(declaration, instance_id, message, "the instance does not exist")
@@ -202,7 +249,7 @@ class StoredProcessRunner(ProcessRunner):
                     self._ignored(declaration, instance_id, message, "another job is armed")
                     return None
                 del timeouts[timeout]  # it fired: its job is the one running now
-            state = None if stored is None else _state_of(declaration, stored.state)
+            state = None if stored is None else _state_of(declaration, stored)
             process = declaration.process_class()
             decision = getattr(process, step.name)(state, message)
             if not isinstance(decision, ProcessDecision):
@@ -220,13 +267,13 @@ class StoredProcessRunner(ProcessRunner):
                 timeouts[armed] = self._arm(declaration, instance_id, armed, when)
             sent = list(decision.send)
             outbox = self._outbox(declaration, instance_id, version + 1, sent)
-            saved = StoredProcess(name, instance_id, version + 1, new_state, timeouts)
+            saved = StoredProcess(name, instance_id, version + 1, new_state, timeouts, tenant_id)
             self._store.save(saved, expected_version=version)
             self._unit_of_work.after_commit(
                 lambda: self._after_commit(saved, sent, outbox, cancelled)
             )
         return ProcessInstance(
-            name, instance_id, version + 1, _state_of(declaration, new_state), dict(timeouts)
+            name, instance_id, version + 1, _state_of(declaration, saved), dict(timeouts)
         )
 
     def _arm(
@@ -331,10 +378,32 @@ def _step(declaration: ProcessDeclaration, step: StepRef) -> StepDeclaration:
     return found
 
 
-def _state_of(declaration: ProcessDeclaration, stored: Any) -> Any:
-    if declaration.state_type is None:
-        return stored
-    return declaration.state_type.model_validate(stored)
+def _state_of(declaration: ProcessDeclaration, stored: StoredProcess) -> Any:
+    """The state a step gets: the stored JSON, or its model validated from it;
+    ``CorruptProcessStateError`` when the model no longer takes it (naming the field, never the
+    value, with nothing chained: pydantic's error quotes the input)."""
+    model = declaration.state_type
+    if model is None:
+        return stored.state
+    try:
+        return model.model_validate(stored.state)
+    except ValidationError as error:
+        field, kind = _refusal(error, model)
+    raise CorruptProcessStateError(
+        f"the stored state of instance {stored.id!r} no longer fits {model.__name__} "
+        f"({kind}{'' if field is None else f' at field {field!r}'})",
+        process=declaration.name,
+        instance_id=stored.id,
+        tenant_id=stored.tenant_id,
+    )
+
+
+def _refusal(error: ValidationError, model: type[BaseModel]) -> tuple[str | None, str]:
+    """The model's own field pydantic refused first (None when it is not one), and the error's
+    type: a deeper part of the path may be a dict key, which is data."""
+    first = error.errors(include_url=False, include_input=False)[0]
+    loc = first["loc"]
+    return (str(loc[0]) if loc and loc[0] in model.model_fields else None), first["type"]
 
 
 def _stored_state(declaration: ProcessDeclaration, state: Any) -> Any:
@@ -346,13 +415,13 @@ def _stored_state(declaration: ProcessDeclaration, state: Any) -> Any:
                 state.model_dump() if isinstance(state, BaseModel) else state
             )
         except ValidationError as error:
-            first = error.errors(include_url=False, include_input=False)[0]
-            field = ".".join(str(part) for part in first["loc"]) or "state"
-            raise InvalidDecisionError(
-                f"its state's field {field!r} is refused by {model.__name__} ({first['type']})",
-                process=declaration.name,
-            ) from None
-        return valid.model_dump(mode="json")
+            field, kind = _refusal(error, model)
+        else:
+            return valid.model_dump(mode="json")
+        part = "its state" if field is None else f"its state's field {field!r}"
+        raise InvalidDecisionError(  # outside the except: nothing chained quotes the state
+            f"{part} is refused by {model.__name__} ({kind})", process=declaration.name
+        )
     try:
         dump_json(StoredProcess(declaration.name, "", 1, state))
     except ValueError:
@@ -369,6 +438,6 @@ def _instance(declaration: ProcessDeclaration, stored: StoredProcess) -> Process
         stored.process,
         stored.id,
         stored.version,
-        _state_of(declaration, stored.state),
+        _state_of(declaration, stored),
         dict(stored.timeouts),
     )

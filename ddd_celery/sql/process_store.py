@@ -2,16 +2,19 @@
 
 Table ``<prefix>processes``, one row per instance::
 
-    process   TEXT    the process manager's name   } primary key
-    id        TEXT    the instance's id            }
+    tenant_id TEXT    the instance's tenant, '' for none  }
+    process   TEXT    the process manager's name          } primary key
+    id        TEXT    the instance's id                   }
     version   INTEGER 1 at the first save, one more at each
     state     TEXT    the state, as JSON
     timeouts  TEXT    {timeout name: id of the job that fires it}, as JSON
 
 A first save is ``INSERT ... ON CONFLICT DO NOTHING``, every later one ``UPDATE ... WHERE
 version = :expected``: no row written means another step saved first, and the save is refused
-(``StaleProcessVersionError``). On PostgreSQL the second of two racing updates waits for the
-first's commit, then finds the version changed: one winner, no lost update, at READ COMMITTED.
+(``StaleProcessVersionError``). Every statement names the whole key, so no call reaches an
+instance of another tenant; ``''`` stands for no tenant, as ``""`` is never a tenant id. On
+PostgreSQL the second of two racing updates waits for the first's commit, then finds the version
+changed: one winner, no lost update, at READ COMMITTED.
 
 Create the table with ``create_process_tables(engine, prefix)`` (idempotent), or from
 ``process_ddl(dialect, prefix)`` in a migration; it is apart from ``create_tables`` so that the
@@ -22,8 +25,6 @@ same unit of work, the state, the timeouts it arms and its commands' outbox comm
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import (
     Column,
     Engine,
@@ -32,6 +33,7 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     Table,
     Text,
+    inspect,
     select,
     update,
 )
@@ -39,8 +41,14 @@ from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.schema import CreateTable
 
 from ddd_celery.processes.errors import StaleProcessVersionError
-from ddd_celery.processes.memory import dump_json
-from ddd_celery.processes.store import ProcessStore, StoredProcess, check_save
+from ddd_celery.processes.store import (
+    ProcessStore,
+    StoredProcess,
+    check_key,
+    check_save,
+    dump_json,
+    load_json,
+)
 from ddd_celery.sql.connection import Connector
 from ddd_celery.sql.dialects import upsert
 from ddd_celery.sql.errors import StoreUnavailableError
@@ -54,19 +62,30 @@ def process_table(prefix: str = DEFAULT_PREFIX) -> Table:
     return Table(
         f"{prefix}processes",
         MetaData(),
+        Column("tenant_id", Text, nullable=False),
         Column("process", Text, nullable=False),
         Column("id", Text, nullable=False),
         Column("version", Integer, nullable=False),
         Column("state", Text, nullable=False),
         Column("timeouts", Text, nullable=False),
-        PrimaryKeyConstraint("process", "id", name=f"{prefix}processes_pkey"),
+        PrimaryKeyConstraint("tenant_id", "process", "id", name=f"{prefix}processes_pkey"),
     )
 
 
 def create_process_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> Table:
-    """Create ``<prefix>processes`` if it does not exist yet; idempotent."""
+    """Create ``<prefix>processes`` if it does not exist yet; idempotent.
+
+    Raises ``RuntimeError`` when the table exists without ``tenant_id`` (made before instances
+    were keyed by tenant): ``docs/processes.md`` shows the statements that upgrade it.
+    """
     table = process_table(prefix)
     table.metadata.create_all(engine)
+    columns = {column["name"] for column in inspect(engine).get_columns(table.name)}
+    if "tenant_id" not in columns:
+        raise RuntimeError(
+            f"table {table.name} has no tenant_id column: it was made before process instances "
+            "were keyed by tenant; upgrade it as docs/processes.md shows"
+        )
     return table
 
 
@@ -101,18 +120,28 @@ class SqlProcessStore(ProcessStore):
         self._table = process_table(prefix)
         self.transactional = unit_of_work is not None
 
-    def load(self, process: str, instance_id: str) -> StoredProcess | None:
+    def load(
+        self, process: str, instance_id: str, *, tenant_id: str | None
+    ) -> StoredProcess | None:
+        check_key(process, instance_id, tenant_id)
         table = self._table
         with self._connector.transaction(f"load the instance {instance_id!r}") as connection:
             row = connection.execute(
                 select(table.c.version, table.c.state, table.c.timeouts).where(
-                    table.c.process == process, table.c.id == instance_id
+                    table.c.tenant_id == (tenant_id or ""),
+                    table.c.process == process,
+                    table.c.id == instance_id,
                 )
             ).first()
         if row is None:
             return None
-        return StoredProcess(
-            process, instance_id, row.version, json.loads(row.state), json.loads(row.timeouts)
+        return load_json(
+            process,
+            instance_id,
+            tenant_id=tenant_id,
+            version=row.version,
+            state=row.state,
+            timeouts=row.timeouts,
         )
 
     def save(self, instance: StoredProcess, *, expected_version: int) -> None:
@@ -124,6 +153,7 @@ class SqlProcessStore(ProcessStore):
                 written = connection.execute(
                     upsert(connection, table)
                     .values(
+                        tenant_id=instance.tenant_id or "",
                         process=instance.process,
                         id=instance.id,
                         version=instance.version,
@@ -137,6 +167,7 @@ class SqlProcessStore(ProcessStore):
                 written = connection.execute(
                     update(table)
                     .where(
+                        table.c.tenant_id == (instance.tenant_id or ""),
                         table.c.process == instance.process,
                         table.c.id == instance.id,
                         table.c.version == expected_version,

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, delete
+from sqlalchemy import Engine, create_engine, delete, update
 from sqlalchemy.orm import sessionmaker
 
 from ddd_celery.processes import InMemoryProcessStore, StoredProcess
@@ -34,7 +34,31 @@ class TestInMemoryProcessStore(ProcessStoreContract):
     @pytest.fixture
     def process_store_subject(self) -> ProcessStoreSubject:
         store = InMemoryProcessStore()
-        return ProcessStoreSubject(store=store, peer=store)
+
+        def overwrite(saved: StoredProcess, state: str, timeouts: str) -> None:
+            key = (saved.tenant_id or "", saved.process, saved.id)
+            store._instances[key] = (saved.version, state, timeouts)
+
+        return ProcessStoreSubject(store=store, peer=store, overwrite=overwrite)
+
+
+def _overwriter(engine: Engine, prefix: str) -> Callable[[StoredProcess, str, str], None]:
+    table = process_table(prefix)
+
+    def overwrite(saved: StoredProcess, state: str, timeouts: str) -> None:
+        with engine.begin() as connection:
+            written = connection.execute(
+                update(table)
+                .where(
+                    table.c.tenant_id == (saved.tenant_id or ""),
+                    table.c.process == saved.process,
+                    table.c.id == saved.id,
+                )
+                .values(state=state, timeouts=timeouts)
+            )
+            assert written.rowcount == 1
+
+    return overwrite
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +98,15 @@ class TestSqlProcessStore(ProcessStoreContract):
     ) -> ProcessStoreSubject:
         engine, peer_engine, prefix = databases
         peer = SqlProcessStore(peer_engine, prefix=prefix)
+        overwrite = _overwriter(peer_engine, prefix)
         if request.param == "alone":
-            return ProcessStoreSubject(store=SqlProcessStore(engine, prefix=prefix), peer=peer)
+            store = SqlProcessStore(engine, prefix=prefix)
+            return ProcessStoreSubject(store=store, peer=peer, overwrite=overwrite)
         unit_of_work = SqlAlchemyUnitOfWork(sessionmaker(engine))
         store = SqlProcessStore(engine, unit_of_work=unit_of_work, prefix=prefix)
-        return ProcessStoreSubject(store=store, peer=peer, unit_of_work=unit_of_work)
+        return ProcessStoreSubject(
+            store=store, peer=peer, unit_of_work=unit_of_work, overwrite=overwrite
+        )
 
 
 def test_the_ddl_for_a_migration_makes_the_table_the_store_uses(tmp_path: Path) -> None:
@@ -90,7 +118,7 @@ def test_the_ddl_for_a_migration_makes_the_table_the_store_uses(tmp_path: Path) 
     store = SqlProcessStore(engine, prefix="app_")
     saved = StoredProcess("booking.appointment-booking", "b-1", 1, {"n": 1}, {"payment": "j-1"})
     store.save(saved, expected_version=0)
-    assert store.load("booking.appointment-booking", "b-1") == saved
+    assert store.load("booking.appointment-booking", "b-1", tenant_id=None) == saved
     engine.dispose()
 
 

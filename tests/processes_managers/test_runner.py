@@ -251,7 +251,7 @@ def test_a_step_that_loses_every_race_fails_clearly_and_leaves_nothing(
     d.runner.handle(Counter, "c", Counter.add, 1)
 
     def someone_else_saves_first() -> None:
-        stored = d.processes.load("tests.counter", "c")
+        stored = d.processes.load("tests.counter", "c", tenant_id=None)
         assert stored is not None
         d.processes.save(
             type(stored)(stored.process, stored.id, stored.version + 1, {"total": 0}),
