@@ -24,7 +24,13 @@ from celery.signals import beat_init, task_revoked, worker_init
 from celery.utils.imports import symbol_by_name
 
 from ddd_celery.celery.beat_entries import translate_beat_schedule
-from ddd_celery.celery.config import missing_lock, read_config, redis_stores
+from ddd_celery.celery.config import (
+    JobsConfig,
+    JobsConfigError,
+    app_config,
+    missing_lock,
+    redis_stores,
+)
 from ddd_celery.celery.registry import (
     ATTRIBUTE,
     CeleryJob,
@@ -121,12 +127,14 @@ def install_jobs(
     - ``keep_beat_scheduler``: leave ``beat_scheduler`` alone (another scheduler, such as
       django-celery-beat's, runs the app's beat; the jobs run in a beat started with ``-S ddd``).
 
-    Refuses a pickle serializer (``ValueError``), a ``beat_scheduler`` of another library
-    (``ValueError``, unless ``keep_beat_scheduler``), a name given twice or a per-tenant job
-    without ``tenants`` (``InvalidJobScheduleError``, as ``JobScheduler.register``), settings or
-    routes for a job nobody declares (``UnknownJobError``), settings that cannot be read
-    (``InvalidJobSettingsError``), and a second call on the same app (``RuntimeError``). At
-    first use, ``jobs_of`` refuses ``ddd_celery_*`` settings that cannot be read and an app with
+    Refuses a pickle serializer (``JobsConfigError``, a ``ValueError``), a ``beat_scheduler`` of
+    another library (``ValueError``, unless ``keep_beat_scheduler``), a name given twice or a
+    per-tenant job without ``tenants`` (``InvalidJobScheduleError``, as
+    ``JobScheduler.register``), settings or routes for a job nobody declares
+    (``UnknownJobError``), settings that cannot be read (``InvalidJobSettingsError``), and a
+    second call on the same app (``RuntimeError``). A worker or beat stops as it starts on
+    ``ddd_celery_*`` settings that are unknown or cannot be read and on a pickle serializer
+    configured since (``check_configuration``); ``jobs_of`` refuses those too and an app with
     neither a lock nor a Redis URL (``JobsConfigError``). Sets ``beat_scheduler`` and adds each
     job's queue to ``task_queues``, so plain ``celery -A app beat`` and ``celery -A app worker``
     run the jobs. Connects to nothing.
@@ -236,8 +244,7 @@ def _settler(
             if registry.settle is None:
                 return
             conf = app.conf
-            refuse_pickle(conf)
-            config = read_config(conf, getattr(app, "namespace", None))
+            config = check_configuration(app)
             stores = None if given.every_store else redis_stores(config, registry.clock)
             if given.lock is not None:
                 registry.lock = given.lock
@@ -379,14 +386,17 @@ def _scheduler_path(scheduler: object) -> str:
 
 
 def refuse_pickle(conf: Any) -> None:
-    """JSON only on the wire: a message a worker unpickles can run any code its sender wrote."""
+    """JSON only on the wire: a message a worker unpickles can run any code its sender wrote.
+
+    Raises ``JobsConfigError`` (a ``ValueError``) naming the Celery setting that allows it.
+    """
     for key in ("task_serializer", "result_serializer", "accept_content", "result_accept_content"):
         value = conf.get(key)
         if value is None:
             continue
         used = {value} if isinstance(value, str) else set(value)
         if used & _PICKLE:
-            raise ValueError(
+            raise JobsConfigError(
                 f"Celery setting {key}={value!r} allows pickle; ddd_celery sends JSON only "
                 "(a pickled message runs whatever code its sender chose): use 'json'"
             )
@@ -395,20 +405,35 @@ def refuse_pickle(conf: Any) -> None:
 _PICKLE_UID = "ddd_celery.celery.app.refuse_pickle_at_start"
 
 
+def check_configuration(app: Any) -> JobsConfig:
+    """The app's ``ddd_celery_*`` settings, once its whole configuration is known to be usable.
+
+    Raises ``JobsConfigError`` for a serializer that allows pickle and for a ``ddd_celery_*``
+    setting that is unknown or cannot be read, each named. Every process of an app with jobs
+    calls it as it starts (worker, beat, each ``celery jobs`` command): the configuration may
+    have changed since ``install_jobs`` (``config_from_object`` after it), and a worker running
+    only background jobs would otherwise never read the settings at all.
+    """
+    refuse_pickle(app.conf)
+    return app_config(app)
+
+
 def refuse_pickle_at_start(sender: Any = None, **_: Any) -> None:
-    """Stop a worker or beat of an app with jobs whose configuration came to allow pickle.
+    """Stop a worker or beat of an app with jobs whose configuration cannot be used.
 
     ``install_jobs`` refuses pickle, but a ``config_from_object`` afterwards can turn it on, and
-    a worker unpickles a message before any task (hence ``jobs_of``) runs: so the configuration
-    is checked again as the process starts (``worker_init``, ``beat_init``). A receiver's
-    ``Exception`` is only logged by Celery, hence ``SystemExit``, whose message Celery prints.
+    a worker unpickles a message before any task (hence ``jobs_of``) runs; a ``ddd_celery_*``
+    typo or wrong type would run every background job on defaults, unsaid. So the configuration
+    is checked as the process starts (``worker_init``, ``beat_init``: ``check_configuration``).
+    A receiver's ``Exception`` is only logged by Celery, hence ``SystemExit``, whose message
+    Celery prints.
     """
     app: Any = getattr(sender, "app", None)
     if not isinstance(getattr(app, ATTRIBUTE, None), CeleryJobs):
         return
     try:
-        refuse_pickle(app.conf)
-    except ValueError as refused:
+        check_configuration(app)
+    except JobsConfigError as refused:
         logger.critical("ddd_celery refuses to start: %s", refused)
         raise SystemExit(f"ddd_celery refuses to start: {refused}") from None
 

@@ -4,7 +4,9 @@ The operator's view of the background jobs, read from the ``JobStore`` that
 ``install_background_jobs`` put on the app: the store is the record of every job, so any
 process can answer, whatever the broker holds. An operator reaches every tenant's jobs unless
 ``--tenant`` narrows it to one; the error of a job shows as its code and type, never its message
-(it may quote data), as in the logs.
+(it may quote data), as in the logs. What the store holds is printed with its control
+characters escaped (``printable``): an actor or a job id with a newline or a terminal escape in
+it cannot forge a line of the output.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NoReturn
 
 import click
 from celery.bin.base import CeleryCommand
 
 from ddd_celery.background.store import JobStatus, StoredJob
+from ddd_celery.celery.app import check_configuration
 from ddd_celery.celery.background.registry import BackgroundJobs, background_jobs_of
+from ddd_celery.celery.config import JobsConfigError
 from ddd_celery.kernel.instants import iso_ms
 
 STATUS_COLUMNS = (
@@ -29,8 +34,24 @@ STATUS_COLUMNS = (
     JobStatus.CANCELLED,
 )
 
+
+def _no_empty_tenant(ctx: click.Context, _param: click.Parameter, tenant: str | None) -> str | None:
+    """``--tenant ''`` names no tenant: refused in one line, rather than read as every job."""
+    if tenant == "":
+        click.echo(
+            "--tenant '' names no tenant: give a tenant's id, or leave --tenant out to reach "
+            "every job",
+            err=True,
+        )
+        ctx.exit(2)
+    return tenant
+
+
 _TENANT = click.option(
-    "--tenant", default=None, help="Reach the jobs of this tenant only (default: every job)."
+    "--tenant",
+    default=None,
+    callback=_no_empty_tenant,
+    help="Reach the jobs of this tenant only (default: every job).",
 )
 
 
@@ -107,7 +128,7 @@ def find_command(ctx: click.Context, job_id: str, tenant: str | None) -> None:
     )
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
-        click.echo(f"{name.ljust(width)}  {value}")
+        click.echo(f"{name.ljust(width)}  {printable(value)}")
 
 
 @background.command(name="cancel", cls=CeleryCommand)
@@ -118,7 +139,7 @@ def cancel_command(ctx: click.Context, job_id: str, tenant: str | None) -> None:
     """Cancel the job JOB_ID if it is queued, failed or running (a running one is aborted)."""
     registry = _registry(ctx)
     if registry.store.cancel(job_id, tenant_id=tenant, now=registry.clock.now()):
-        click.echo(f"{job_id} cancelled")
+        click.echo(f"{printable(job_id)} cancelled")
         return
     _refused(ctx, registry, job_id, tenant, "only a queued, failed or running job is cancelled")
 
@@ -131,16 +152,36 @@ def retry_dead_command(ctx: click.Context, job_id: str, tenant: str | None) -> N
     """Queue the dead job JOB_ID again, its attempts reset; the relay publishes it."""
     registry = _registry(ctx)
     if registry.store.retry_dead(job_id, tenant_id=tenant, now=registry.clock.now()):
-        click.echo(f"{job_id} queued again; beat's relay publishes it at its next tick")
+        click.echo(f"{printable(job_id)} queued again; beat's relay publishes it at its next tick")
         return
     _refused(ctx, registry, job_id, tenant, "only a dead job is retried")
 
 
 def _registry(ctx: click.Context) -> BackgroundJobs:
+    """The app's background jobs, once its configuration is known to be usable."""
     try:
-        return background_jobs_of(ctx.obj.app)
+        registry = background_jobs_of(ctx.obj.app)
     except LookupError as error:
         raise click.UsageError(str(error)) from None
+    try:
+        check_configuration(ctx.obj.app)
+    except JobsConfigError as refused:
+        refuse_configuration(ctx, refused)
+    return registry
+
+
+def refuse_configuration(ctx: click.Context, refused: JobsConfigError) -> NoReturn:
+    """One line, ``ddd_celery refuses the configuration: <what, naming the setting>``; exit 1."""
+    click.echo(f"ddd_celery refuses the configuration: {printable(str(refused))}", err=True)
+    ctx.exit(1)
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable escaped (``\\n``, ``\\x1b``,
+    ``\\u202e``): a value read from a store cannot forge a line or move the cursor."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def _not_found(ctx: click.Context, job_id: str, tenant: str | None) -> None:
@@ -156,7 +197,7 @@ def _refused(
     if job is None:
         _not_found(ctx, job_id, tenant)
         return
-    click.echo(f"{job_id} is {job.status.value}: {rule}", err=True)
+    click.echo(f"{printable(job_id)} is {job.status.value}: {rule}", err=True)
     ctx.exit(1)
 
 
@@ -175,6 +216,8 @@ def _instant(at: datetime | None) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """The rows in aligned columns, each cell's text ``printable``: it comes from the store."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))

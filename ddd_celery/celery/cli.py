@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import click
 from celery.bin.base import CeleryCommand
 
-from ddd_celery.celery.background_cli import background
+from ddd_celery.celery.background_cli import background, printable, refuse_configuration
 from ddd_celery.celery.config import JobsConfigError
 from ddd_celery.celery.describe import next_run_at
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
@@ -244,10 +244,13 @@ class _Known:
 
 
 def _registry(ctx: click.Context) -> CeleryJobs:
+    """The app's jobs; a configuration that cannot run them is one line and exit 1."""
     try:
         return jobs_of(ctx.obj.app)
-    except (LookupError, JobsConfigError) as error:
+    except LookupError as error:
         raise click.UsageError(str(error)) from None
+    except JobsConfigError as refused:
+        refuse_configuration(ctx, refused)
 
 
 def _job(registry: CeleryJobs, name: str) -> CeleryJob:
@@ -416,9 +419,10 @@ class _Lister:
 
 
 def _outcome(run: JobRun, at: str) -> str:
-    """``failed JOB_TIMEOUT 2026-03-02T06:00:00.000Z``: the code, never the message, as logged."""
+    """``failed JOB_TIMEOUT 2026-03-02T06:00:00.000Z``: the code, never the message, as logged;
+    ``printable``, as it comes from the last runs' store."""
     code = run.error_code
-    return f"{run.outcome.value} {code} {at}" if code else f"{run.outcome.value} {at}"
+    return f"{run.outcome.value} {printable(code)} {at}" if code else f"{run.outcome.value} {at}"
 
 
 def _why(error: BaseException) -> str:
@@ -427,7 +431,7 @@ def _why(error: BaseException) -> str:
     causes = [error]
     while causes[-1].__cause__ is not None and len(causes) < 5:
         causes.append(causes[-1].__cause__)
-    return "; caused by ".join(f"{type(cause).__name__}: {cause}" for cause in causes)
+    return printable("; caused by ".join(f"{type(cause).__name__}: {cause}" for cause in causes))
 
 
 def _table(rows: list[tuple[str, ...]]) -> None:

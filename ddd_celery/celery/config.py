@@ -1,8 +1,8 @@
 """The ``ddd_celery_*`` settings of a Celery app, and the job stores they describe.
 
 A Celery team configures in ``app.conf`` (``config_from_object``, ``conf.update``, Django's
-settings), as redbeat reads ``redbeat_redis_url``. These settings are read when the jobs are
-first used (beat's start, a worker's first task, a ``celery jobs`` command), never when
+settings), as redbeat reads ``redbeat_redis_url``. These settings are read as each process
+starts (beat, a worker, a ``celery jobs`` command) and at the jobs' first use, never when
 ``install_jobs`` is called: ``config_from_object`` may come before it or after it. Reading
 builds Redis clients but connects to nothing; the first command does.
 
@@ -13,6 +13,9 @@ builds Redis clients but connects to nothing; the first command does.
 | ``ddd_celery_late_after_ms`` | ``60000`` |
 | ``ddd_celery_lock_ttl_ms`` | ``900000`` |
 | ``ddd_celery_grace_ms`` | ``30000`` (a stopping worker waits that long for a run) |
+| ``ddd_celery_max_payload_bytes`` | ``1048576`` (the largest JSON payload a job is enqueued with) |
+
+A typo or a wrong type stops the process (``app.check_configuration``) rather than being ignored.
 
 This module is wiring, like an application's composition root: it is the one place of the
 Celery adapter that builds the Redis adapters, and imports them only when a URL asks for them.
@@ -42,6 +45,7 @@ PREFIX = "ddd_celery_"
 REDIS_URL = f"{PREFIX}redis_url"
 INVALID_JOBS_CONFIG = "INVALID_JOBS_CONFIG"
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
 
 
 class JobsConfigError(ValueError):
@@ -63,6 +67,8 @@ class JobsConfig(BaseModel):
     lock_ttl_ms: Annotated[StrictInt, Field(gt=0)] = DEFAULT_LOCK_TTL_MS
     grace_ms: Annotated[StrictInt, Field(ge=0, le=24 * 3_600_000)] = DEFAULT_GRACE_MS
     """How long a worker that stops waits for its runs before aborting them (``JOB_ABORTED``)."""
+    max_payload_bytes: Annotated[StrictInt, Field(gt=0)] = DEFAULT_MAX_PAYLOAD_BYTES
+    """The largest payload, as JSON in UTF-8, a background job is enqueued with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +100,25 @@ def read_config(conf: Mapping[str, Any], namespace: str | None = None) -> JobsCo
     try:
         return JobsConfig.model_validate(given)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{PREFIX}{'.'.join(str(part) for part in problem['loc'])}: {problem['msg']}"
-            for problem in error.errors()
-        )
+        problems = "; ".join(_problem(problem) for problem in error.errors())
         raise JobsConfigError(f"app.conf cannot be read: {problems}") from None
+
+
+def _problem(problem: Any) -> str:
+    """``ddd_celery_<name>: what is wrong``, on one line, never quoting the value (a URL may
+    hold a password)."""
+    name = f"{PREFIX}{'.'.join(str(part) for part in problem['loc'])}"
+    if not name.isprintable():
+        name = repr(name)
+    if problem["type"] == "extra_forbidden":
+        known = ", ".join(f"{PREFIX}{field}" for field in JobsConfig.model_fields)
+        return f"{name}: not a setting of ddd_celery (a typo?); the settings are {known}"
+    return f"{name}: {problem['msg']}"
+
+
+def app_config(app: Any) -> JobsConfig:
+    """The ``ddd_celery_*`` settings of a Celery app, read from its ``app.conf`` now."""
+    return read_config(app.conf, getattr(app, "namespace", None))
 
 
 def _setting_name(key: str, namespace: str | None) -> str | None:

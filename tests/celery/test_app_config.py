@@ -204,9 +204,13 @@ def test_without_a_redis_url_the_given_lock_runs_with_the_stores_in_memory() -> 
 @pytest.mark.parametrize(
     ("setting", "value", "problem"),
     [
-        ("ddd_celery_redis_uri", "redis://x", "ddd_celery_redis_uri: Extra inputs"),
+        ("ddd_celery_redis_uri", "redis://x", "ddd_celery_redis_uri: not a setting of ddd_celery"),
+        ("ddd_celery_lease_ms", 30_000, "ddd_celery_lease_ms: not a setting of ddd_celery"),
         ("ddd_celery_late_after_ms", 0, "ddd_celery_late_after_ms: Input should be greater"),
         ("ddd_celery_lock_ttl_ms", "15m", "ddd_celery_lock_ttl_ms: Input should be a valid int"),
+        ("ddd_celery_grace_ms", "30s", "ddd_celery_grace_ms: Input should be a valid int"),
+        ("ddd_celery_key_prefix", 5, "ddd_celery_key_prefix: Input should be a valid str"),
+        ("ddd_celery_max_payload_bytes", 0, "ddd_celery_max_payload_bytes: Input should be great"),
     ],
 )
 def test_a_setting_that_cannot_be_read_is_refused_naming_it(

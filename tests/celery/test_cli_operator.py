@@ -116,8 +116,28 @@ def test_list_of_an_app_whose_configuration_cannot_run_jobs_says_what_to_set(
 
     result = invoke(app, "list")
 
-    assert result.exit_code == 2
-    assert "ddd_celery_lock_ttl_ms: Input should be greater than 0" in result.stderr
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "ddd_celery refuses the configuration: app.conf cannot be read: "
+        "ddd_celery_lock_ttl_ms: Input should be greater than 0"
+    ]
+
+
+def test_each_command_of_an_app_whose_configuration_came_to_allow_pickle_refuses_in_one_line(
+    make_app: AppFactory,
+) -> None:
+    """``install_jobs`` refused pickle; a ``conf.update`` after it turned it on anyway."""
+    app = wire(make_app, Probe())
+    app.conf.update(accept_content=["json", "pickle"])
+
+    for command in (["list"], ["next", SYNC], ["run-now", SYNC]):
+        result = invoke(app, *command)
+
+        assert result.exit_code == 1, command
+        assert not isinstance(result.exception, ValueError), result.exception
+        [line] = result.stderr.splitlines()
+        assert line.startswith("ddd_celery refuses the configuration: Celery setting "), line
+        assert "accept_content=['json', 'pickle'] allows pickle" in line
 
 
 def test_next_shows_a_cron_across_the_spring_forward_in_utc_and_in_its_zone(
