@@ -22,6 +22,7 @@ from ddd_celery.background.observability import (
 )
 from ddd_celery.background.rules import DEFAULT_LEASE_MS
 from ddd_celery.background.store import JobStore
+from ddd_celery.background.store_clock import StoreClock
 from ddd_celery.celery.app import _route, refuse_pickle
 from ddd_celery.celery.background.lease import Heartbeats
 from ddd_celery.celery.background.message import read_job_id
@@ -81,7 +82,10 @@ def install_background_jobs(
       batch size, and how long a published job may wait for a claim before it is published
       again (keep it above the longest a healthy backlog waits in the broker).
 
-    The clock, the ids and the execution scope are those ``install_jobs`` was given. Registers
+    The ids and the execution scope are those ``install_jobs`` was given; its clock is read
+    through ``StoreClock``: every instant of a background job (``run_at`` at enqueue, a claim,
+    a lease, the relay's ``now``) is judged on the store's clock (``store.store_time()``),
+    whatever the skew between the processes that enqueue, run and relay. Registers
     one task per job, named after it, routed to its queue (its context unless declared with
     ``queue=``), added to ``task_queues``; adds the relay (``ddd_celery.relay``) to the jobs
     beat runs; keeps what it wired as ``app.ddd_background`` and returns it. The app's
@@ -116,10 +120,11 @@ def install_background_jobs(
     providers = dict(providers or {})
     check_providers(list(declared.values()), providers)
     logger = logger or logging.getLogger(DEFAULT_LOGGER)
+    clock = StoreClock(store.store_time, local=scheduled.clock, logger=logger)
     relay = Relay(
         app,
         store,
-        scheduled.clock,
+        clock,
         batch=relay_batch,
         redispatch_after_ms=redispatch_after_ms,
         logger=logger,
@@ -127,7 +132,7 @@ def install_background_jobs(
     recorder = BackgroundRecorder(logger=logger, metrics=metrics, on_run=on_run)
     heartbeats = Heartbeats(
         store,
-        scheduled.clock,
+        clock,
         lease_ms=lease_ms,
         every_ms=heartbeat_ms,
         on_error=lambda job, job_id, error: recorder.could_not_follow(
@@ -137,7 +142,7 @@ def install_background_jobs(
     registry = BackgroundJobs(
         jobs=declared,
         store=store,
-        clock=scheduled.clock,
+        clock=clock,
         ids=scheduled.ids,
         scope=scheduled.scope,
         recorder=recorder,
