@@ -427,6 +427,16 @@ async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
+def lease_outlived(job: str, lease: JobLease, lease_ms: int) -> JobInterruptedError:
+    """Why an attempt stops itself when no renewal reached the store for ``lease_ms``: its
+    lease has run out, so the relay may hand the job to another worker at any moment."""
+    return JobInterruptedError(
+        f"attempt {lease.attempt} could not renew its lease within lease_ms={lease_ms} "
+        "(the store could not be asked): another attempt may run it now",
+        job=job,
+    )
+
+
 def _interrupted(job: str, lease: JobLease) -> JobInterruptedError:
     return JobInterruptedError(
         f"attempt {lease.attempt} lost its lease (cancelled, or claimed again)", job=job

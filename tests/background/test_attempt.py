@@ -370,7 +370,7 @@ def test_progress_that_json_cannot_carry_is_refused_naming_the_job(
     )
 
     [error] = errors
-    assert str(error) == "job 'ledger.send-receipt': progress.at cannot be carried as JSON"
+    assert str(error) == "job 'ledger.send-receipt': progress.<key> cannot be carried as JSON"
 
 
 def test_a_factory_builds_a_new_job_for_each_attempt(

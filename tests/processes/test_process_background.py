@@ -35,6 +35,7 @@ from background_app_jobs import (
     SlowJob,
 )
 from celery import Celery
+from kombu import Connection
 from process_support import HERE, REDIS_URL, STOP_S, CeleryProcess, wait_until
 from redis import Redis
 
@@ -433,3 +434,55 @@ def test_an_attempt_past_its_timeout_is_interrupted_on_prefork_and_fails_job_tim
     # Celery's soft time limit interrupted the job's sleep: it did not run its 5 s
     [ran] = bg.seen(job_id, "ran")
     assert ran["for_s"] < 4.0
+
+
+MALFORMED = [
+    (None, {}),
+    ({}, {}),
+    ({"card": "4111-1111-secret"}, {}),
+    ([[], {}], {}),
+    ([], {}),
+    ("4111-1111-secret", {}),
+    (5, {}),
+    ([1, {}, {}], {}),
+    ([[], 1, {}], {}),
+    ([[], {}, "embed"], {}),
+    ({"args": 5}, {}),
+    ([[], {"job_id": "x"}, {"callbacks": [{"task": "celery.ping"}]}], {}),
+    ([[], {"job_id": "4111-1111-secret"}, {}], {"timelimit": "x"}),
+    ([[], {"job_id": "x"}, {}], {"timelimit": [1, "x"]}),
+    ([[], {"job_id": "x"}, {}], {"retries": "x"}),
+]
+"""Task messages of a background job whose shape Celery's own code cannot handle (the first
+ones took a worker down with "Unrecoverable error" for good; ``[1, {}, {}]`` stalled its pool),
+each with the headers that differ from a well-formed message's."""
+
+
+def test_a_worker_drops_and_records_any_malformed_body_on_its_queues_and_runs_the_next_job(
+    bg: Background,
+) -> None:
+    worker = bg.worker(pool="prefork", concurrency=1)
+    with Connection(REDIS_URL, transport_options={"global_keyprefix": bg.prefix}) as connection:
+        raw = connection.SimpleQueue(QUEUE)
+        for n, (body, headers) in enumerate(MALFORMED):
+            raw.put(body, headers={"task": RECORD, "id": f"bad-{n}", **headers}, serializer="json")
+        raw.close()
+    job_id = bg.queue.enqueue(RecordJob, {"text": "good"})
+
+    wait_until(lambda: bg.seen(job_id, "ran") != [], 30, f"the good job\n{bg.logs()}")
+
+    assert worker.alive, worker.output()
+    [ran] = bg.seen(job_id, "ran")
+    assert ran["payload"] == {"text": "good"}
+    output = worker.output()
+    dropped = [line for line in output.splitlines() if "Background job message dropped" in line]
+    assert len(dropped) == len(MALFORMED), output
+    for n in range(len(MALFORMED)):
+        assert sum(f"message 'bad-{n}'" in line for line in dropped) == 1, dropped
+    assert all(RECORD in line for line in dropped)
+    assert "4111" not in output
+    assert "Unrecoverable error" not in output
+    # every one was acknowledged: nothing is left for the next worker to crash on
+    worker.stop()
+    assert bg.client.llen(f"{bg.prefix}{QUEUE}") == 0
+    assert bg.client.hlen(f"{bg.prefix}unacked") == 0

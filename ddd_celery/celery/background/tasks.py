@@ -15,6 +15,15 @@ elsewhere, not due yet) is logged and acknowledged. A message that cannot be rea
 job the store does not have, is recorded as a refusal and acknowledged: it never reaches
 Celery's retries, and the worker goes on.
 
+Every call may lose its reply (a timeout after the store did the work), so each delivery names
+its attempt with a token of its own, and a claim or a conclusion the store could not answer is
+sent again, a few times over a few seconds (``STORE_RETRY_PAUSES_S``), with the same token or
+lease: the store answers a repeat as it did the first (the same lease, no change). A store that
+still cannot be asked fails the task: a claim never made leaves the job queued for the relay;
+a claim made whose answer never came leaves it running until its lease expires. A wake-up that
+comes a little before its job is due (two processes' measures of the store's clock disagree by
+a few milliseconds) waits for it, up to ``EARLY_WAKEUP_S``, and claims again.
+
 A failed attempt ends the task in ``FAILURE`` once it is recorded, so Celery's events and
 monitors see it; the store's backoff and the relay are its retry, never Celery's.
 """
@@ -23,8 +32,11 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Mapping
-from typing import Any
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 from celery.exceptions import SoftTimeLimitExceeded
 
@@ -36,8 +48,8 @@ from ddd_celery.background.attempt import (
 from ddd_celery.background.errors import AttemptsExhaustedError, UnknownBackgroundJobError
 from ddd_celery.background.observability import BackgroundJobRun
 from ddd_celery.background.rules import RunStatus
-from ddd_celery.background.store import ClaimedJob, JobStatus
-from ddd_celery.celery.background.message import read_job_id
+from ddd_celery.background.store import CLAIMABLE, ClaimedJob, JobStatus, StoredJob
+from ddd_celery.celery.background.message import GUARDED_STRATEGY, read_job_id
 from ddd_celery.celery.background.registry import BackgroundJobs, background_jobs_of
 from ddd_celery.celery.message import UnreadableMessageError
 from ddd_celery.celery.tasks import time_limits
@@ -45,6 +57,15 @@ from ddd_celery.declarations.background import BackgroundJobDeclaration
 from ddd_celery.kernel.abort import AbortController
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.errors import UNEXPECTED_ERROR, JobTimeoutError, SchedulingError
+
+STORE_RETRY_PAUSES_S = (0.1, 0.4, 1.0, 2.0)
+"""The pauses before each new try of a claim or a conclusion the store could not answer: about
+3.5 s of an outage (a failover, a reply later than the client's timeout) costs nothing."""
+EARLY_WAKEUP_S = 1.0
+"""How early a wake-up may come and still wait for its job: more than two measures of the
+store's clock disagree by, far less than a relay's redispatch."""
+
+_T = TypeVar("_T")
 
 
 class AttemptFailedError(SchedulingError):
@@ -65,7 +86,8 @@ def register_background_task(app: Any, declaration: BackgroundJobDeclaration) ->
     """Register the Celery task that runs ``declaration``'s attempts, named after the job.
 
     Acknowledged late and rejected when the worker is lost (at least once), JSON only, no result
-    kept: attempts go to the store, the logs, the metrics and ``on_run``.
+    kept: attempts go to the store, the logs, the metrics and ``on_run``. Its ``Strategy``
+    drops a message Celery itself would crash on (``guarded_strategy``).
     """
 
     def run_background_job(task: Any, *args: Any, **kwargs: Any) -> None:
@@ -81,6 +103,7 @@ def register_background_task(app: Any, declaration: BackgroundJobDeclaration) ->
         reject_on_worker_lost=True,
         ignore_result=True,
         serializer="json",
+        Strategy=GUARDED_STRATEGY,
         **time_limits(declaration.options.timeout_ms),
     )
 
@@ -100,14 +123,22 @@ def run_message(app: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str,
         )
         return
     declaration = registry.jobs[name]
-    claimed = registry.store.claim_job(
-        job_id, now=registry.clock.now(), lease_ms=registry.worker.lease_ms
-    )
+    token = uuid.uuid4().hex  # this delivery's attempt, whatever the store is asked again
+    claimed, claimed_at = _claim(registry, job_id, token)
     if claimed is None:
-        _explain_no_claim(registry, name, job_id)
+        job = registry.store.find(job_id, tenant_id=None)
+        early_s = _early_s(job, registry.clock.now())
+        if early_s:
+            time.sleep(early_s)
+            claimed, claimed_at = _claim(registry, job_id, token)
+            if claimed is None:
+                job = registry.store.find(job_id, tenant_id=None)
+    if claimed is None:
+        _explain_no_claim(registry, name, job_id, job)
         return
     if claimed.job.name != name:
-        registry.store.release(claimed.lease, now=registry.clock.now())
+        lease = claimed.lease
+        _asking(lambda: registry.store.release(lease, now=registry.clock.now()))
         registry.recorder.could_not_follow(
             name,
             job_id,
@@ -115,36 +146,89 @@ def run_message(app: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str,
             what=f"run the job: the message's task is {name}, the job's {claimed.job.name}",
         )
         return
-    Attempt(registry, declaration, claimed).run()
+    Attempt(registry, declaration, claimed, claimed_at).run()
+
+
+def _claim(registry: BackgroundJobs, job_id: str, token: str) -> tuple[ClaimedJob | None, float]:
+    """Claim under ``token``, asked again while the store cannot answer; what it answered and
+    when the claim that answered was sent (``time.monotonic``), where its lease starts."""
+    sent = time.monotonic()
+
+    def claim() -> ClaimedJob | None:
+        nonlocal sent
+        sent = time.monotonic()
+        return registry.store.claim_job(
+            job_id, now=registry.clock.now(), lease_ms=registry.worker.lease_ms, token=token
+        )
+
+    claimed = _asking(claim)
+    return claimed, sent
+
+
+def _asking(call: Callable[[], _T]) -> _T:
+    """``call()``, tried again after each of ``STORE_RETRY_PAUSES_S`` while it raises a
+    ``ConnectionError`` (the store could not be asked); the last one's error propagates."""
+    for pause in STORE_RETRY_PAUSES_S:
+        try:
+            return call()
+        except ConnectionError:
+            time.sleep(pause)
+    return call()
+
+
+def _early_s(job: StoredJob | None, now: datetime) -> float:
+    """How long to wait for a claimable job due within ``EARLY_WAKEUP_S``; 0 otherwise."""
+    if job is None or job.status not in CLAIMABLE:
+        return 0.0
+    early = (job.run_at - now) / timedelta(seconds=1)
+    return early if 0 < early <= EARLY_WAKEUP_S else 0.0
 
 
 class Attempt:
     """One claimed attempt run in this task's thread, its lease kept and its timeout watched."""
 
     def __init__(
-        self, registry: BackgroundJobs, declaration: BackgroundJobDeclaration, claimed: ClaimedJob
+        self,
+        registry: BackgroundJobs,
+        declaration: BackgroundJobDeclaration,
+        claimed: ClaimedJob,
+        claimed_at: float,
     ) -> None:
         self._registry = registry
         self._declaration = declaration
         self._claimed = claimed
+        self._claimed_at = claimed_at
         self._controller = AbortController()
 
     def run(self) -> None:
         registry, claimed = self._registry, self._claimed
         with registry.heartbeats.keep(
-            claimed.lease, job=claimed.job.name, controller=self._controller
+            claimed.lease,
+            job=claimed.job.name,
+            controller=self._controller,
+            claimed_at=self._claimed_at,
         ) as kept:
             outcome = self._attempt()
         if kept.lease is not claimed.lease:  # extended by a beat: the conclusion names the latest
             claimed = ClaimedJob(claimed.job, kept.lease)
-        conclusion = conclude(
-            registry.store,
-            claimed,
-            outcome,
-            options=self._declaration.options,
-            now=registry.clock.now(),
-            random=random.random,
-        )
+        # asked again with the same lease, instant and draw: a repeat answers as the first did
+        now, draw = registry.clock.now(), random.random()
+        try:
+            conclusion = _asking(
+                lambda: conclude(
+                    registry.store,
+                    claimed,
+                    outcome,
+                    options=self._declaration.options,
+                    now=now,
+                    random=lambda: draw,
+                )
+            )
+        except ConnectionError as error:  # the lease expires; the relay hands the job back
+            registry.recorder.could_not_follow(
+                claimed.job.name, claimed.job.id, error, what="conclude the attempt"
+            )
+            raise
         registry.recorder.record(conclusion.run, conclusion.error)
         run = conclusion.run
         if run.status is RunStatus.DEAD or run.status is RunStatus.RETRIED:
@@ -212,9 +296,10 @@ def _raise_failed(run: BackgroundJobRun, max_attempts: int) -> None:
     )
 
 
-def _explain_no_claim(registry: BackgroundJobs, name: str, job_id: str) -> None:
+def _explain_no_claim(
+    registry: BackgroundJobs, name: str, job_id: str, job: StoredJob | None
+) -> None:
     """Say why a message does nothing; a job id the store does not know is a refusal."""
-    job = registry.store.find(job_id, tenant_id=None)
     if job is None:
         registry.recorder.could_not_follow(
             name,
