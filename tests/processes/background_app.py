@@ -10,6 +10,11 @@ from the environment:
 ``DDD_TEST_REDISPATCH_MS``   the relay's ``redispatch_after_ms`` (default 10 s)
 ``DDD_TEST_SQL_URL``         when set, the store is ``SqlJobStore`` on that database instead,
                              its tables under ``DDD_TEST_SQL_PREFIX``
+``DDD_TEST_STORE_URL``       when set, the Redis the job store alone is reached at (a fault
+                             proxy's); the broker, the lock and the records stay direct
+``DDD_TEST_CLOCK_SHIFT_MS``  this process's clock runs this much ahead (negative: behind)
+``DDD_TEST_DEFAULTS``        when set, the lease, heartbeat and redispatch are the library's
+``DDD_TEST_PREFETCH``        the worker's prefetch multiplier (default 1)
 
 Every message any process publishes is noted in ``<prefix>bg:published`` (task, kwargs, eta,
 pid), so a test can tell who published what and that no message had an ETA.
@@ -18,6 +23,7 @@ pid), so a test can tell who published what and that no message had an ETA.
 from __future__ import annotations
 
 import os
+from datetime import datetime, timedelta
 from typing import Any
 
 from background_app_jobs import JOBS, Records
@@ -28,6 +34,7 @@ from sqlalchemy import create_engine
 from ddd_celery.background.store import JobStore
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.background import install_background_jobs
+from ddd_celery.kernel import SystemClock
 from ddd_celery.redis import RedisLock, connect
 from ddd_celery.redis.job_store import RedisJobStore
 from ddd_celery.sql import SqlJobStore
@@ -38,28 +45,43 @@ PREFIX = os.environ["DDD_TEST_PREFIX"]
 redis = connect(BROKER_URL)
 records = Records(redis, PREFIX)
 
+
+class ShiftedClock(SystemClock):
+    """The system clock, ``shift`` ahead: a machine whose clock is off."""
+
+    def __init__(self, shift: timedelta) -> None:
+        self._shift = shift
+
+    def now(self) -> datetime:
+        return super().now() + self._shift
+
+
+clock = ShiftedClock(timedelta(milliseconds=int(os.environ.get("DDD_TEST_CLOCK_SHIFT_MS", "0"))))
+
 app = Celery("background_app", broker=BROKER_URL)
 app.conf.update(
     broker_transport_options={"global_keyprefix": PREFIX},
     broker_connection_retry_on_startup=True,
     task_default_queue=f"{PREFIX}default",
-    worker_prefetch_multiplier=1,
+    worker_prefetch_multiplier=int(os.environ.get("DDD_TEST_PREFETCH", "1")),
 )
-install_jobs(app, jobs=[], lock=RedisLock(redis, prefix=PREFIX))
-store: JobStore = RedisJobStore(redis, prefix=f"{PREFIX}store:")
+install_jobs(app, jobs=[], lock=RedisLock(redis, prefix=PREFIX), clock=clock)
+store_client = (
+    connect(os.environ["DDD_TEST_STORE_URL"]) if "DDD_TEST_STORE_URL" in os.environ else redis
+)
+store: JobStore = RedisJobStore(store_client, prefix=f"{PREFIX}store:")
 if os.environ.get("DDD_TEST_SQL_URL"):
     store = SqlJobStore(
         create_engine(os.environ["DDD_TEST_SQL_URL"]), prefix=os.environ["DDD_TEST_SQL_PREFIX"]
     )
-install_background_jobs(
-    app,
-    jobs=JOBS,
-    store=store,
-    providers={Records: lambda: records},
-    lease_ms=int(os.environ.get("DDD_TEST_LEASE_MS", "3000")),
-    heartbeat_ms=500,
-    redispatch_after_ms=int(os.environ.get("DDD_TEST_REDISPATCH_MS", "10000")),
-)
+timing: dict[str, int] = {}
+if not os.environ.get("DDD_TEST_DEFAULTS"):
+    timing = {
+        "lease_ms": int(os.environ.get("DDD_TEST_LEASE_MS", "3000")),
+        "heartbeat_ms": 500,
+        "redispatch_after_ms": int(os.environ.get("DDD_TEST_REDISPATCH_MS", "10000")),
+    }
+install_background_jobs(app, jobs=JOBS, store=store, providers={Records: lambda: records}, **timing)
 
 
 @before_task_publish.connect

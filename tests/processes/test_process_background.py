@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -486,3 +487,66 @@ def test_a_worker_drops_and_records_any_malformed_body_on_its_queues_and_runs_th
     worker.stop()
     assert bg.client.llen(f"{bg.prefix}{QUEUE}") == 0
     assert bg.client.hlen(f"{bg.prefix}unacked") == 0
+
+
+SKEW_S = 2.0
+"""The largest skew between two processes' clocks in the skew test: -2 s to +2 s."""
+
+
+def test_jobs_start_within_their_delay_plus_the_skew_whatever_the_clocks_of_each_process(
+    bg: Background,
+) -> None:
+    """The enqueuer 2 s ahead, one worker 2 s behind and one 0.5 s ahead, the relay 1.5 s
+    ahead: on their own clocks, every job due at once was "not due" for both workers and
+    waited for the relay's redispatch (five minutes here), and every delayed job the relay
+    published came too early for them. On the store's clock each starts within its delay (a
+    relay tick for the delayed ones) and never before it."""
+    bg.beat(DDD_TEST_CLOCK_SHIFT_MS="1500", DDD_TEST_REDISPATCH_MS="300000")
+    workers = [
+        bg.worker(pool="prefork", concurrency=2, DDD_TEST_CLOCK_SHIFT_MS="-2000"),
+        bg.worker(pool="solo", concurrency=1, DDD_TEST_CLOCK_SHIFT_MS="500"),
+    ]
+    for worker in workers:
+        wait_until(lambda w=worker: "ready." in w.output(), 30, f"the worker\n{bg.logs()}")
+
+    enqueued = {
+        delay_ms: _enqueue(bg, RECORD, delay_ms, 10, shift_ms=2_000) for delay_ms in (0, 1_500)
+    }
+    every = {
+        job_id: (delay_ms, before) for delay_ms, jobs in enqueued.items() for job_id, before in jobs
+    }
+
+    def ran() -> dict[str, float]:
+        return {
+            line["job_id"]: line["at"] for line in bg.records.read("seen") if line["what"] == "ran"
+        }
+
+    wait_until(lambda: len(ran()) == len(every), 30, f"{len(ran())} jobs ran\n{bg.logs()}")
+    late, early = [], []
+    for job_id, at in ran().items():
+        delay_ms, before = every[job_id]
+        waited = at - before - delay_ms / 1000
+        if waited > SKEW_S + 1.0:  # the relay's tick and a loaded machine
+            late.append(round(waited, 3))
+        if waited < -0.1:  # what two measures of the store's clock may disagree by
+            early.append(round(waited, 3))
+    assert (late, early) == ([], []), bg.logs()
+    assert {bg.status(job_id) for job_id in every} == {JobStatus.SUCCEEDED}
+
+
+def _enqueue(
+    bg: Background, job: str, delay_ms: int, count: int, *, shift_ms: int
+) -> list[tuple[str, float]]:
+    """Enqueue from a process of its own on a clock ``shift_ms`` off; each job id and the real
+    instant just before its enqueue."""
+    done = subprocess.run(
+        [sys.executable, "background_app_enqueue.py", job, str(delay_ms), str(count)],
+        capture_output=True,
+        text=True,
+        env=bg.env(DDD_TEST_CLOCK_SHIFT_MS=str(shift_ms)),
+        cwd=HERE,
+        timeout=60,
+        check=True,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    return [(line["job_id"], line["before"]) for line in lines]
