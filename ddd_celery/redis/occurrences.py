@@ -47,6 +47,8 @@ class RedisOccurrenceStore(OccurrenceStore):
     unknown, and Redis runs a script whole or not at all.
     """
 
+    keeps_tokens = True
+
     def __init__(
         self,
         client: Redis,
@@ -82,13 +84,15 @@ class RedisOccurrenceStore(OccurrenceStore):
         """One script for ``batch``: each occurrence a short JSON array, the batch one argument.
 
         Beat's occurrences due together share their instant and options, so what is computed
-        from them (the epoch ms, a lease's expiry) is computed once per distinct value.
+        from them (the epoch ms, a lease's expiry) is computed once per distinct value. Each
+        occurrence's owner token is the batch's stem and its index, or the one the caller set
+        (a begin repeated), so the script sent again answers as it did the first time.
         """
         if not batch and not releasing:
             return []
         stem = uuid.uuid4().hex + ":"
         instants: dict[datetime, str] = {}
-        occurrences: list[tuple[str, str, int, int, str, int, int]] = []
+        occurrences: list[tuple[str | int, ...]] = []
         for index, beginning in enumerate(batch, 1):
             lock_key, lock_ttl, run_ttl = (
                 beginning.lock_key,
@@ -105,18 +109,20 @@ class RedisOccurrenceStore(OccurrenceStore):
             epoch = instants.get(at)
             if epoch is None:
                 epoch = instants[at] = str(epoch_ms(to_utc(at, "scheduled_at")))
-            occurrences.append(
-                (
-                    beginning.job,
-                    lock_key or "",
-                    lock_ttl if lock_key is not None else 0,
-                    1 if beginning.claim else 0,
-                    epoch,
-                    1 if beginning.queue else 0,
-                    run_ttl,
-                )
+            occurrence: tuple[str | int, ...] = (
+                beginning.job,
+                lock_key or "",
+                lock_ttl if lock_key is not None else 0,
+                1 if beginning.claim else 0,
+                epoch,
+                1 if beginning.queue else 0,
+                run_ttl,
             )
-            beginning.token = f"{stem}{index}"
+            if beginning.token is None:
+                beginning.token = f"{stem}{index}"  # the script's own: ARGV stem, then index
+            else:
+                occurrence += (beginning.token,)
+            occurrences.append(occurrence)
             beginning.may_have_claimed = beginning.claim
         args = [
             self._lock_prefix,

@@ -51,7 +51,9 @@ class Beginning:
     """The lease taken, when ``lock_key`` was."""
     token: str | None = None
     """The owner token asked for, where the store draws it before asking (so a stop before the
-    answer still knows which lease would be this beat's)."""
+    answer still knows which lease would be this beat's). Set by the caller, it is kept: a
+    begin repeated with the tokens of the first answers as the first did, where the store
+    ``keeps_tokens``."""
     lock_held: bool = False
     """Another owner holds the lock: nothing else was done for this occurrence."""
     claimed: Claim | None = None
@@ -84,6 +86,11 @@ class OccurrenceStore(ABC):
     (``JobRunState.claim``). Occurrences are handled in the order given, each keeping its own
     lock key and answer.
     """
+
+    keeps_tokens: bool = False
+    """Whether ``begin`` keeps a token the caller set (``Beginning.token``), so that a begin sent
+    again, by the caller or by its transport after a reply was lost, finds the locks that token
+    took and the claims it made as its own instead of another owner's."""
 
     @abstractmethod
     def begin(
@@ -121,7 +128,8 @@ class ComposedOccurrenceStore(OccurrenceStore):
     """Each step on its own port, one call after the other: any adapters, one round trip each.
 
     The checkpoint is left to the caller (``checkpointed`` stays False): beat writes it after
-    its publishes, as it always did.
+    its publishes, as it always did. The ports draw their own tokens (``Lock.acquire``), so a
+    begin repeated is a new one: the lock its first took reads held by another owner.
     """
 
     def __init__(

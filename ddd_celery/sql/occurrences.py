@@ -40,6 +40,8 @@ class SqlOccurrenceStore(OccurrenceStore):
     clock, the runs' on the run state's, as with the separate stores.
     """
 
+    keeps_tokens = True
+
     def __init__(
         self,
         engine: Engine,
@@ -71,14 +73,17 @@ class SqlOccurrenceStore(OccurrenceStore):
         asked_at = self._lock_clock.now()
         lock_now = to_micros(asked_at)
         run_now = to_micros(self._run_clock.now())
-        tokens = [uuid.uuid4().hex for _ in beginnings]
+        repeated = {index for index, b in enumerate(beginnings) if b.token is not None}
+        tokens = [b.token or uuid.uuid4().hex for b in beginnings]
         for beginning, token in zip(beginnings, tokens, strict=True):
             beginning.token = token
             beginning.may_have_claimed = beginning.claim
         try:
             with self._locked.transaction("begin the occurrences due") as connection:
                 taken = self._lock(connection, beginnings, tokens, releasing, lock_now)
-                claims = self._claim(connection, beginnings, instants, taken, run_now)
+                claims = self._claim(
+                    connection, beginnings, instants, taken, run_now, repeated=repeated
+                )
         except Exception as error:
             for beginning in beginnings:
                 beginning.error, beginning.failed_in = error, IN_THE_LOCK
@@ -120,8 +125,16 @@ class SqlOccurrenceStore(OccurrenceStore):
         instants: list[int],
         going_on: set[int],
         now: int,
+        *,
+        repeated: set[int],
     ) -> dict[int, Claim]:
-        """Checkpoint, then claim, the occurrences going on, each table in job order."""
+        """Checkpoint, then claim, the occurrences going on, each table in job order.
+
+        An occurrence whose token the caller chose (``repeated``: a begin it repeats) and whose
+        lock that token holds finds its own claim, if the first begin made one: the run of its
+        instant in progress answers ``STARTED``, the instant queued ``QUEUED``. (The table keeps
+        no token: an instant it queued and a worker promoted since answers ``STARTED``.)
+        """
         by_job = sorted(going_on, key=lambda index: (beginnings[index].job, index))
         if self._checkpoints is not None:
             for index in by_job:
@@ -129,7 +142,14 @@ class SqlOccurrenceStore(OccurrenceStore):
         claims: dict[int, Claim] = {}
         for index in by_job:
             beginning = beginnings[index]
-            if beginning.claim:
+            if not beginning.claim:
+                continue
+            own = None
+            if index in repeated and beginning.lock_key is not None:
+                own = self._runs.claimed(connection, beginning.job, instants[index], now=now)
+            if own is not None:
+                claims[index] = own
+            else:
                 claims[index] = self._runs.claim(
                     connection,
                     beginning.job,

@@ -23,6 +23,7 @@ from sqlalchemy import (
     bindparam,
     delete,
     func,
+    or_,
     select,
     update,
 )
@@ -210,6 +211,16 @@ class RunRows:
         queued = connection.execute(self._queue, parameters).first()
         return Claim.BUSY if queued is None else Claim.QUEUED
 
+    def claimed(self, connection: Connection, job: str, at: int, *, now: int) -> Claim | None:
+        """``STARTED`` while ``at`` is the run in progress, ``QUEUED`` while it waits behind it,
+        else None: what a claim of ``at`` already made reads now (its row locked)."""
+        row = connection.execute(self._live, {"run_job": job, "now": now}).first()
+        if row is None:
+            return None
+        if row.running == at:
+            return Claim.STARTED
+        return Claim.QUEUED if row.queued == at else None
+
     def finish(
         self, connection: Connection, job: str, at: int, *, now: int, expires_at: int
     ) -> datetime | None:
@@ -242,9 +253,10 @@ def run_window(clock: Clock, ttl_ms: int) -> tuple[int, int]:
 
 
 def _acquire(insert: Any, table: Table) -> Any:
-    """The acquire on ``insert``: replaces an expired row, leaves a live one."""
+    """The acquire on ``insert``: replaces an expired row, leaves a live one but its own token's
+    (an acquire repeated with the same token takes it again: the same owner)."""
     return insert.on_conflict_do_update(
         index_elements=[table.c.key],
         set_={"token": insert.excluded.token, "expires_at": insert.excluded.expires_at},
-        where=table.c.expires_at <= bindparam("now"),
+        where=or_(table.c.expires_at <= bindparam("now"), table.c.token == insert.excluded.token),
     ).returning(table.c.token)

@@ -6,6 +6,11 @@
 -- store's scripts build theirs: a batch is a handful of arguments to pack, not ten per
 -- occurrence, and the answer is one JSON text to decode, not one reply per occurrence.
 --
+-- Sent again with the same arguments (redis-py re-sends a script on a new connection after a
+-- socket timeout, its first reply lost), it answers as the first did: a lock that already holds
+-- the occurrence's own token is this begin's, not another owner's, and a run state started or
+-- queued under that token answers 'started' or 'queued' again, changing nothing.
+--
 -- Keys
 --   none given, each built here: the lock `<ARGV[1]>job:<name>:<instant>` (see release.lua),
 --   the run state `<ARGV[2]><job>` (see run_claim.lua), the checkpoint `<ARGV[3]><job>` (see
@@ -13,16 +18,20 @@
 -- Arguments
 --   ARGV[1..3]  the prefixes of the locks, the run states and the checkpoints.
 --   ARGV[4]  '1' to write each occurrence's checkpoint (else none is kept: ARGV[3] unused).
---   ARGV[5]  the owner tokens' stem: occurrence i's token is ARGV[5] followed by i (from 1).
+--   ARGV[5]  the owner tokens' stem: occurrence i's token is ARGV[5] followed by i (from 1),
+--            unless the occurrence names its own.
 --   ARGV[6]  the occurrences, a JSON array of `[job, lock key, lock ttl ms, claim, instant,
---            queue, run ttl ms]`: the lock key after its prefix ('' with a ttl of 0: no lock),
---            claim and queue 0 or 1, the instant in epoch ms as a string (written as is).
+--            queue, run ttl ms(, token)]`: the lock key after its prefix ('' with a ttl of 0:
+--            no lock), claim and queue 0 or 1, the instant in epoch ms as a string (written as
+--            is), the owner token when the caller chose it (a begin it repeats).
 --   ARGV[7]  the leases to release, a JSON array of `[lock key after its prefix, token]`.
 -- Returns
 --   a JSON array: for each occurrence 'held' (another owner holds the lock: nothing else
 --   done), 'taken' (locked or no lock needed; no claim asked), or the claim: 'started',
 --   'queued', 'busy'; then for each lease 1 when released, 0 when it had expired or changed
 --   owner.
+-- The run state's hash also keeps `running_by` and `queued_by`: the token of the begin that
+-- started or queued its occurrence (see run_claim.lua for the rest of the hash).
 local lock_prefix, run_prefix, checkpoint_prefix = ARGV[1], ARGV[2], ARGV[3]
 local checkpoint, stem = ARGV[4] == '1', ARGV[5]
 local occurrences, leases = cjson.decode(ARGV[6]), cjson.decode(ARGV[7])
@@ -31,10 +40,15 @@ for i = 1, #occurrences do
   local occurrence = occurrences[i]
   local job, lock_key, lock_ttl, claim = occurrence[1], occurrence[2], occurrence[3], occurrence[4]
   local at, queue, run_ttl = occurrence[5], occurrence[6], occurrence[7]
+  local token = occurrence[8]
+  if type(token) ~= 'string' then
+    token = stem .. i
+  end
   local answer = '"taken"'
-  if lock_ttl ~= 0 and not redis.call(
-    'SET', lock_prefix .. lock_key, stem .. i, 'NX', 'PX', lock_ttl
-  ) then
+  if lock_ttl ~= 0
+    and not redis.call('SET', lock_prefix .. lock_key, token, 'NX', 'PX', lock_ttl)
+    and redis.call('GET', lock_prefix .. lock_key) ~= token
+  then
     answer = '"held"'
   else
     if checkpoint then
@@ -46,11 +60,17 @@ for i = 1, #occurrences do
     end
     if claim == 1 then
       local run_key = run_prefix .. job
-      if redis.call('EXISTS', run_key) == 0 then
-        redis.call('HSET', run_key, 'running', at)
+      local run = redis.call('HMGET', run_key, 'running', 'running_by', 'queued_by')
+      if run[3] == token then
+        answer = '"queued"' -- this begin queued it (and it may have been promoted since)
+      elseif run[2] == token then
+        answer = '"started"'
+      elseif not run[1] then
+        redis.call('HSET', run_key, 'running', at, 'running_by', token)
         redis.call('PEXPIRE', run_key, run_ttl)
         answer = '"started"'
       elseif queue == 1 and redis.call('HSETNX', run_key, 'queued', at) == 1 then
+        redis.call('HSET', run_key, 'queued_by', token)
         answer = '"queued"'
       else
         answer = '"busy"'

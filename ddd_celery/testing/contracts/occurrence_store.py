@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from ddd_celery.kernel.lock import Lock
@@ -268,6 +268,57 @@ class OccurrenceStoreContract:
         started = Counter(begun.job for begun in one + other if begun.claimed is Claim.STARTED)
         assert started == Counter(jobs)
         assert sum(begun.lock_held for begun in one + other) == 40
+
+    def test_a_begin_repeated_with_the_tokens_of_the_first_answers_as_the_first(
+        self, occurrence_store_subject: OccurrenceStoreSubject
+    ) -> None:
+        """redis-py sends a script again on a new connection when the first reply is late: the
+        beat whose first send took a lock must find it its own, never another beat's (that
+        would record ``skipped-locked`` and send nothing: a lost occurrence)."""
+        subject = occurrence_store_subject
+        jobs = [f"{JOB}:{name}" for name in ("free", "queued", "busy", "held", "unclaimed")]
+        subject.run_state.claim(jobs[1], T0, queue=False, ttl_ms=RUN_TTL_MS)
+        subject.run_state.claim(jobs[2], T0, queue=False, ttl_ms=RUN_TTL_MS)
+        theirs = subject.lock.acquire(lock_key(jobs[3], T1), LOCK_TTL_MS)
+        assert theirs is not None
+        first = [
+            beginning(T1, job=jobs[0]),
+            beginning(T1, job=jobs[1], queue=True),
+            beginning(T1, job=jobs[2]),
+            beginning(T1, job=jobs[3]),
+            beginning(T1, job=jobs[4], claim=False),
+        ]
+        subject.store.begin(first)
+        again = [
+            replace(beginning(T1, job=b.job, claim=b.claim, queue=b.queue), token=b.token)
+            for b in first
+        ]
+
+        subject.store.begin(again)
+
+        answers = [(b.lock_held, b.claimed, b.lease is not None) for b in first]
+        assert answers == [
+            (False, Claim.STARTED, True),
+            (False, Claim.QUEUED, True),
+            (False, Claim.BUSY, True),
+            (True, None, False),
+            (False, None, True),
+        ]
+        if not subject.store.keeps_tokens:
+            # Each port draws its own token: the lock the first begin took reads another's.
+            assert [b.lock_held for b in again] == [True, True, True, True, True]
+            return
+        assert [(b.lock_held, b.claimed, b.lease is not None) for b in again] == answers
+        assert [b.lease.token for b in again if b.lease is not None] == [
+            b.lease.token for b in first if b.lease is not None
+        ]
+        assert subject.run_state.running(jobs[0]) == T1
+        assert subject.run_state.finish(jobs[1], T0, ttl_ms=RUN_TTL_MS) == T1, "queued once"
+        assert subject.run_state.running(jobs[2]) == T0
+        for begun in first:
+            if begun.lease is not None:
+                assert subject.lock.release(begun.lease) is True, "the first's lease holds"
+        assert subject.lock.release(theirs) is True
 
     def test_a_store_failing_half_way_says_what_it_did_and_never_raises(
         self, occurrence_store_subject: OccurrenceStoreSubject
