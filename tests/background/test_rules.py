@@ -1,7 +1,9 @@
-"""The job rules: the moves table, backoff with jitter, dead after max_attempts, run statuses."""
+"""The job rules: the moves table, backoff with jitter, dead after max_attempts, run statuses,
+re-send waits, tenant filters and idempotency keys scoped by tenant."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,6 +19,7 @@ from ddd_celery.background import (
     tenant_key_of,
 )
 from ddd_celery.background.rules import (
+    KEYED_IDS,
     MOVES,
     AttemptEnd,
     IllegalJobMoveError,
@@ -24,8 +27,12 @@ from ddd_celery.background.rules import (
     after_failure,
     backoff_ms,
     end_of,
+    keyed_job_id,
     move,
+    redispatch_wait_ms,
     run_status,
+    scoped_idempotency_key,
+    tenant_filter,
 )
 from ddd_celery.declarations import BackgroundOptions
 from ddd_celery.scheduling import JobAbortedError, JobTimeoutError
@@ -172,3 +179,70 @@ def test_for_the_same_draw_a_later_attempt_never_waits_less(backoff: int, jitter
     waits = [backoff_ms(attempt, options, lambda: jitter) for attempt in range(1, 20)]
 
     assert waits == sorted(waits)
+
+
+@pytest.mark.parametrize(
+    ("tenant", "key", "scoped"),
+    [
+        ("org", "42:inv-1", "3:org:42:inv-1"),
+        ("org:42", "inv-1", "6:org:42:inv-1"),
+        (None, "k", "0::k"),
+        ("été", "k", "5:été:k"),
+        ("a\x1fb", "c", "3:a\x1fb:c"),
+    ],
+)
+def test_an_idempotency_key_is_scoped_by_its_tenants_length_in_bytes(
+    tenant: str | None, key: str, scoped: str
+) -> None:
+    assert scoped_idempotency_key(tenant, key) == scoped
+
+
+def test_derived_job_ids_no_longer_collide_where_a_separator_did() -> None:
+    def joined(tenant: str, key: str) -> uuid.UUID:  # the id as it was derived before
+        return uuid.uuid5(KEYED_IDS, f"{tenant}\x1f{key}")
+
+    assert joined("a\x1fb", "c") == joined("a", "b\x1fc")
+    assert keyed_job_id("a\x1fb", "c") != keyed_job_id("a", "b\x1fc")
+    assert keyed_job_id("org", "42:inv-1") != keyed_job_id("org:42", "inv-1")
+    assert keyed_job_id(None, "k") == str(uuid.uuid5(KEYED_IDS, "0::k"))
+
+
+def _unscoped(scoped: str) -> tuple[str, str]:
+    """Read a scoped key back: the length says where the tenant ends."""
+    length, _, rest = scoped.partition(":")
+    raw = rest.encode()
+    tenant, separator, key = (
+        raw[: int(length)],
+        raw[int(length) : int(length) + 1],
+        raw[int(length) + 1 :],
+    )
+    assert separator == b":"
+    return tenant.decode(), key.decode()
+
+
+@given(tenant=st.none() | st.text(min_size=1), key=st.text())
+def test_a_scoped_key_reads_back_as_its_tenant_and_key_so_no_two_pairs_share_one(
+    tenant: str | None, key: str
+) -> None:
+    assert _unscoped(scoped_idempotency_key(tenant, key)) == (tenant or "", key)
+
+
+@pytest.mark.parametrize(
+    ("resends", "wait"), [(0, 1_000), (1, 2_000), (2, 4_000), (3, 8_000), (4, 8_000), (60, 8_000)]
+)
+def test_a_resend_waits_twice_as_long_as_the_one_before_up_to_eight_times(
+    resends: int, wait: int
+) -> None:
+    assert redispatch_wait_ms(1_000, resends) == wait
+
+
+def test_a_negative_count_of_resends_is_refused() -> None:
+    with pytest.raises(ValueError, match="resends"):
+        redispatch_wait_ms(1_000, -1)
+
+
+def test_the_empty_tenant_id_is_refused_as_a_filter() -> None:
+    assert tenant_filter(None) is None
+    assert tenant_filter("t-1") == "t-1"
+    with pytest.raises(ValueError, match="tenant id is never empty"):
+        tenant_filter("")

@@ -22,6 +22,7 @@ from ddd_celery.background.store import (
     JobStatus,
     LostLeaseError,
     NewJob,
+    dropped_of,
 )
 from ddd_celery.redis import RedisJobStore, StoreUnavailableError, connect
 from ddd_celery.redis.job_store import PURGE_BATCH
@@ -397,6 +398,7 @@ OPERATIONS = {
     "count the jobs",
     "take the due jobs",
     "expire the leases",
+    "read the time of Redis",
 }
 
 
@@ -423,6 +425,7 @@ def operations_of(store: RedisJobStore) -> dict[str, Callable[[], object]]:
         "count the jobs": store.stats,
         "take the due jobs": lambda: store.take_due(now=T0, limit=1, redispatch_after_ms=1),
         "expire the leases": lambda: store.expire_leases(now=T0, limit=1),
+        "read the time of Redis": store.store_time,
     }
 
 
@@ -438,3 +441,75 @@ def test_an_unreachable_redis_makes_every_operation_unavailable(
         operations[action]()
 
     assert isinstance(raised.value.__cause__, RedisConnectionError)
+
+
+def test_the_store_time_is_the_time_of_redis(redis_client: Redis, prefix: str) -> None:
+    store = RedisJobStore(redis_client, prefix=prefix)
+
+    def redis_time() -> datetime:
+        seconds, microseconds = redis_client.time()
+        return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=microseconds)
+
+    before = redis_time()
+    now = store.store_time()
+    after = redis_time()
+
+    assert now.tzinfo is UTC
+    assert before <= now <= after
+
+
+def test_index_entries_of_a_vanished_job_hash_are_dropped_and_counted_not_a_failed_pass(
+    redis_client: Redis, prefix: str
+) -> None:
+    """A job hash gone while its indexes still name it (evicted under ``maxmemory``, deleted by
+    hand): the relay's queries skip it, drop the entries and count them; the rest goes on."""
+    store = RedisJobStore(redis_client, prefix=prefix)
+    store.add(new_job("gone-pending", run_at=at(1_000)), dispatched=False)
+    store.add(new_job("gone-dispatched"), dispatched=True)
+    store.add(new_job("gone-running"), dispatched=True)
+    store.add(new_job("alive-pending", run_at=at(1_000)), dispatched=False)
+    store.add(new_job("alive-running"), dispatched=True)
+    for job_id in ("gone-running", "alive-running"):
+        assert store.claim_job(job_id, now=T0, lease_ms=LEASE_MS) is not None
+    for job_id in ("gone-pending", "gone-dispatched", "gone-running"):
+        redis_client.delete(f"{prefix}job:{job_id}")
+    later = at(LEASE_MS + 60_000)
+
+    expired = store.expire_leases(now=later, limit=10)
+    due = store.take_due(now=later, limit=10, redispatch_after_ms=1_000)
+
+    assert [job.id for job in expired] == ["alive-running"]
+    assert dropped_of(expired) == 1
+    assert sorted(d.job_id for d in due) == ["alive-pending", "alive-running"]
+    assert dropped_of(due) == 2
+    for index in ("pending", "dispatched", "leases"):
+        assert not [m for m, _ in members(redis_client, prefix + index) if m.startswith("gone")]
+    again = store.take_due(now=later + timedelta(days=1), limit=10, redispatch_after_ms=1_000)
+    assert dropped_of(again) == 0
+    assert dropped_of(store.expire_leases(now=later, limit=10)) == 0
+
+
+def test_a_poller_skips_a_queue_entry_whose_job_hash_vanished(
+    redis_client: Redis, prefix: str
+) -> None:
+    store = RedisJobStore(redis_client, prefix=prefix)
+    store.add(new_job("gone"), dispatched=True)
+    store.add(new_job("alive", run_at=at(1)), dispatched=True)
+    redis_client.delete(f"{prefix}job:gone")
+
+    claimed = store.claim_due(["billing"], now=at(10), lease_ms=LEASE_MS, limit=1)
+
+    assert [c.job.id for c in claimed] == ["alive"]
+    assert dropped_of(claimed) == 1
+    assert members(redis_client, f"{prefix}queue:billing") == []
+
+
+def test_a_repeated_poll_is_remembered_for_its_lease_only(redis_client: Redis, prefix: str) -> None:
+    store = RedisJobStore(redis_client, prefix=prefix)
+    store.add(new_job("j1"), dispatched=True)
+
+    store.claim_due(["billing"], now=T0, lease_ms=LEASE_MS, limit=1, token="poll-1")
+    store.take_due(now=at(LEASE_MS), limit=1, redispatch_after_ms=1, token="pass-1")
+
+    assert 0 < redis_client.pttl(f"{prefix}claimed:poll-1") <= LEASE_MS
+    assert redis_client.exists(f"{prefix}taken:pass-1") == 0  # nothing taken, nothing kept

@@ -29,34 +29,41 @@ if #earlier > 0 then
   return {claimed, 0}
 end
 local limit = tonumber(ARGV[4])
-local due = {}
-for k = 2, #KEYS do
-  local found = redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', ARGV[2], 'WITHSCORES', 'LIMIT', 0,
-    limit)
-  for i = 1, #found, 2 do
-    due[#due + 1] = {id = found[i], run_at = tonumber(found[i + 1]), index = KEYS[k]}
-  end
-end
-table.sort(due, function(a, b)
-  if a.run_at == b.run_at then
-    return a.id < b.id
-  end
-  return a.run_at < b.run_at
-end)
 local ids = {}
 local dropped = 0
-for _, entry in ipairs(due) do
-  if #claimed >= limit then
-    break
+-- Rounds: the due entries of every queue, earliest first; a round that met entries of
+-- vanished jobs (dropped from their index) is followed by another, so they take no place.
+local round_dropped = 1
+while round_dropped > 0 and #claimed < limit do
+  round_dropped = 0
+  local due = {}
+  for k = 2, #KEYS do
+    local found = redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', ARGV[2], 'WITHSCORES', 'LIMIT', 0,
+      limit - #claimed)
+    for i = 1, #found, 2 do
+      due[#due + 1] = {id = found[i], run_at = tonumber(found[i + 1]), index = KEYS[k]}
+    end
   end
-  local job, record = read_record(entry.id)
-  if job and claimable(job) then
-    claimed[#claimed + 1] = claim(job, record, ARGV[5] .. ':' .. #claimed, ARGV[3])
-    ids[#ids + 1] = entry.id
-  elseif not job then
-    redis.call('ZREM', entry.index, entry.id)
-    dropped = dropped + 1
+  table.sort(due, function(a, b)
+    if a.run_at == b.run_at then
+      return a.id < b.id
+    end
+    return a.run_at < b.run_at
+  end)
+  for _, entry in ipairs(due) do
+    if #claimed >= limit then
+      break
+    end
+    local job, record = read_record(entry.id)
+    if job and claimable(job) then
+      claimed[#claimed + 1] = claim(job, record, ARGV[5] .. ':' .. #claimed, ARGV[3])
+      ids[#ids + 1] = entry.id
+    elseif not job then
+      redis.call('ZREM', entry.index, entry.id)
+      round_dropped = round_dropped + 1
+    end
   end
+  dropped = dropped + round_dropped
 end
 push_all(KEYS[1], ids, ARGV[6])
 return {claimed, dropped}
