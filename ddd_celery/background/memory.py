@@ -122,7 +122,7 @@ class InMemoryJobStore(JobStore):
                 return None
             if token is not None and entry.token == token:
                 return self._claimed_again(entry, now, lease_ms)
-            if not _due(entry, now):
+            if (token is not None and entry.last_token == token) or not _due(entry, now):
                 return None
             return self._claim(entry, now, lease_ms, token or uuid.uuid4().hex)
 

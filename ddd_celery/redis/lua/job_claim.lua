@@ -13,7 +13,8 @@
 --   the job's record after the claim (a JSON object, see claim in job_lib.lua), its attempts
 --   counting this one; the same lease again, its expiry ARGV[5], when the job already runs
 --   under that token (the claim sent twice: redis-py sends a script again after a timeout);
---   or nil, changing nothing, when the job is unknown, not due, running or finished.
+--   or nil, changing nothing, when the job is unknown, not due, running or finished, or when
+--   its last lease, ended, was this token.
 local job, record = read_record(ARGV[2])
 if not job then
   return false
@@ -21,7 +22,8 @@ end
 if job.status == 'running' and job.lease_token == ARGV[4] then
   return claim_again(job, record, ARGV[5])
 end
-if not claimable(job) or job.run_at > tonumber(ARGV[3]) then
+-- a token names one attempt: one whose lease ended never claims the job again
+if not claimable(job) or job.run_at > tonumber(ARGV[3]) or record.last_lease_token == ARGV[4] then
   return false
 end
 return claim(job, record, ARGV[4], ARGV[5])

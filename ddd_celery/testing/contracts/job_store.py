@@ -951,6 +951,30 @@ class JobStoreContract:
         assert again is None
         assert self.status(subject, "job-1") is JobStatus.SUCCEEDED
 
+    def test_a_claim_repeated_after_its_lease_expired_does_not_start_another_attempt(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        assert subject.store.claim_job(
+            "job-1", now=subject.start, lease_ms=LEASE_MS, token="attempt-a"
+        )
+        assert len(subject.store.expire_leases(now=ms(subject, LEASE_MS + 1), limit=10)) == 1
+
+        again = subject.peer.claim_job(
+            "job-1", now=ms(subject, LEASE_MS + 2), lease_ms=LEASE_MS, token="attempt-a"
+        )
+
+        assert again is None  # a token names one attempt: its reports must not reach another
+        job = subject.store.find("job-1", tenant_id=None)
+        assert job is not None
+        assert (job.status, job.attempts) == (JobStatus.FAILED, 1)
+        other = subject.store.claim_job(
+            "job-1", now=ms(subject, LEASE_MS + 2), lease_ms=LEASE_MS, token="attempt-b"
+        )
+        assert other is not None
+        assert other.lease.attempt == 2
+
     def test_claim_due_repeated_with_its_token_answers_the_same_jobs_and_claims_no_more(
         self, job_store_subject: JobStoreSubject
     ) -> None:
