@@ -33,8 +33,9 @@ class InMemoryProcessStore(ProcessStore):
         self._mutex = threading.Lock()
 
     def load(
-        self, process: str, instance_id: str, *, tenant_id: str | None
+        self, process: str, instance_id: str, *, tenant_id: str | None, for_update: bool = False
     ) -> StoredProcess | None:
+        """``for_update`` is ignored: a save applies at once, under the version check."""
         check_key(process, instance_id, tenant_id)
         with self._mutex:
             kept = self._instances.get((tenant_id or "", process, instance_id))

@@ -193,7 +193,13 @@ class StoredProcessRunner(ProcessRunner):
         for attempt in range(1, attempts + 1):
             try:
                 return self._attempt(
-                    declaration, instance_id, step, message, timeout, tenant_id=tenant_id
+                    declaration,
+                    instance_id,
+                    step,
+                    message,
+                    timeout,
+                    tenant_id=tenant_id,
+                    first=attempt == 1,
                 )
             except StaleProcessVersionError as error:
                 if attempt == attempts:
@@ -229,10 +235,11 @@ class StoredProcessRunner(ProcessRunner):
         timeout: str | None,
         *,
         tenant_id: str | None,
+        first: bool,
     ) -> ProcessInstance[Any] | None:
         name = declaration.name
         with self._unit_of_work.begin():
-            stored = self._store.load(name, instance_id, tenant_id=tenant_id)
+            stored = self._store.load(name, instance_id, tenant_id=tenant_id, for_update=not first)
             if stored is None and not (step.starts and timeout is None):
                 if timeout is not None:
                     self._ignored(declaration, instance_id, message, "the instance does not exist")

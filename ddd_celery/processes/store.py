@@ -56,10 +56,16 @@ class ProcessStore(ABC):
 
     @abstractmethod
     def load(
-        self, process: str, instance_id: str, *, tenant_id: str | None
+        self, process: str, instance_id: str, *, tenant_id: str | None, for_update: bool = False
     ) -> StoredProcess | None:
         """The instance of ``tenant_id`` (None: of no tenant) as last saved (in the caller's unit
         of work, if any), or None; never another tenant's.
+
+        ``for_update`` says the caller saves the instance next in the unit of work in progress: a
+        ``transactional`` store then holds it until that unit ends (``SELECT ... FOR UPDATE``),
+        so a racing save waits for this unit's commit and then finds its version stale, and a
+        racing ``for_update`` load waits and then reads what this unit saved. A store that cannot
+        hold it ignores the flag; the version check of ``save`` decides all the same.
 
         Raises ``ValueError`` for a key ``check_key`` refuses, ``CorruptProcessStateError`` when
         what is stored no longer parses, ``ConnectionError`` when the store cannot be reached.

@@ -121,18 +121,21 @@ class SqlProcessStore(ProcessStore):
         self.transactional = unit_of_work is not None
 
     def load(
-        self, process: str, instance_id: str, *, tenant_id: str | None
+        self, process: str, instance_id: str, *, tenant_id: str | None, for_update: bool = False
     ) -> StoredProcess | None:
+        """``for_update`` inside a unit of work locks the row until it ends (PostgreSQL's
+        ``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already holds the whole file)."""
         check_key(process, instance_id, tenant_id)
         table = self._table
+        query = select(table.c.version, table.c.state, table.c.timeouts).where(
+            table.c.tenant_id == (tenant_id or ""),
+            table.c.process == process,
+            table.c.id == instance_id,
+        )
+        if for_update and self._connector.in_unit_of_work():
+            query = query.with_for_update()
         with self._connector.transaction(f"load the instance {instance_id!r}") as connection:
-            row = connection.execute(
-                select(table.c.version, table.c.state, table.c.timeouts).where(
-                    table.c.tenant_id == (tenant_id or ""),
-                    table.c.process == process,
-                    table.c.id == instance_id,
-                )
-            ).first()
+            row = connection.execute(query).first()
         if row is None:
             return None
         return load_json(

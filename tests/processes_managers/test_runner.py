@@ -16,9 +16,10 @@ from ddd_celery.processes import (
     NoTimeoutJobError,
     ProcessConflictError,
     ProcessNotStartedError,
+    StoredProcessRunner,
     UnknownProcessError,
 )
-from ddd_celery.processes.runner import TIMEOUT_IGNORED
+from ddd_celery.processes.runner import STEP_RETRIED, TIMEOUT_IGNORED
 from examples.clinic.booking.process import (
     AppointmentBooking,
     BookingState,
@@ -424,3 +425,85 @@ async def test_the_outbox_job_resumes_after_the_commands_it_already_sent(
     [_, outbox] = d.jobs_named(PROCESS_COMMANDS_JOB)
     assert outbox.status is JobStatus.SUCCEEDED
     assert outbox.checkpoint == 3
+
+
+def _losing_every_race(d: Deployment) -> None:
+    """Before each step decides, another process saves the instance first."""
+    stored = d.processes.load("tests.counter", "c", tenant_id=None)
+    assert stored is not None
+    d.processes.save(
+        type(stored)(stored.process, stored.id, stored.version + 1, {"total": 0}),
+        expected_version=stored.version,
+    )
+
+
+def test_a_step_that_lost_a_race_pauses_a_random_part_of_a_doubling_bound_before_its_next(
+    deployment: Deployment, caplog: pytest.LogCaptureFixture
+) -> None:
+    d = deployment
+    d.runner.handle(Counter, "c", Counter.add, 1)
+    draws = iter([0.5, 0.25, 1.0])
+    slept: list[float] = []
+    runner = StoredProcessRunner(
+        store=d.processes,
+        jobs=d.jobs,
+        commands=d.bus,
+        unit_of_work=d.unit_of_work,
+        max_attempts=4,
+        backoff_ms=10,
+        max_backoff_ms=25,
+        random=lambda: next(draws),
+        sleep=slept.append,
+    )
+    Counter.before_deciding = staticmethod(lambda: _losing_every_race(d))
+    try:
+        with (
+            caplog.at_level(logging.INFO, logger="ddd_celery.processes"),
+            pytest.raises(ProcessConflictError, match="4 time"),
+        ):
+            runner.handle(Counter, "c", Counter.add, 5)
+    finally:
+        Counter.before_deciding = staticmethod(lambda: None)
+
+    # bounds 10, 20, then 40 capped at 25 ms; none after the last loss
+    assert slept == [0.005, 0.005, 0.025]
+    retried = [r for r in caplog.records if r.getMessage() == STEP_RETRIED]
+    assert [(r.attempt, r.pause_ms) for r in retried] == [(1, 5.0), (2, 5.0), (3, 25.0)]  # type: ignore[attr-defined]
+
+
+def test_inside_the_callers_unit_of_work_a_lost_race_raises_at_once_without_pausing(
+    deployment: Deployment,
+) -> None:
+    d = deployment
+    d.runner.handle(Counter, "c", Counter.add, 1)
+    slept: list[float] = []
+    runner = StoredProcessRunner(
+        store=d.processes,
+        jobs=d.jobs,
+        commands=d.bus,
+        unit_of_work=d.unit_of_work,
+        sleep=slept.append,
+    )
+    Counter.before_deciding = staticmethod(lambda: _losing_every_race(d))
+    try:
+        with pytest.raises(ProcessConflictError, match="1 time"), d.unit_of_work.begin():
+            runner.handle(Counter, "c", Counter.add, 5)
+    finally:
+        Counter.before_deciding = staticmethod(lambda: None)
+    assert slept == []
+
+
+@pytest.mark.parametrize("name", ["backoff_ms", "max_backoff_ms"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, True])
+def test_a_backoff_that_is_not_a_positive_int_is_refused(
+    deployment: Deployment, name: str, value: object
+) -> None:
+    d = deployment
+    with pytest.raises(ValueError, match=name):
+        StoredProcessRunner(
+            store=d.processes,
+            jobs=d.jobs,
+            commands=d.bus,
+            unit_of_work=d.unit_of_work,
+            **{name: value},  # type: ignore[arg-type]
+        )

@@ -299,3 +299,35 @@ def test_a_payment_and_its_timeout_racing_never_both_act(
         == {"ConfirmAppointment": "confirmed", "ReleaseSlot": "released"}[outcomes[0]]
     )
     assert found.timeouts == {}
+
+
+@pytest.mark.postgres
+def test_two_contenders_stepping_one_instance_200_times_each_never_run_out_of_attempts(
+    postgresql: tuple[Engine, str],
+) -> None:
+    # two attempts, where the default gives five: a step that lost its race holds the row on its
+    # retry (FOR UPDATE), so the retry cannot lose again
+    d = SqlDeployment(*postgresql, max_attempts=2)
+    d.runner.handle(Counter, "c", Counter.add, 1)
+    steps = 200
+    failed: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def contender() -> None:
+        start.wait(10)
+        for _ in range(steps):
+            try:
+                d.runner.handle(Counter, "c", Counter.add, 1)
+            except Exception as error:
+                failed.append(error)
+
+    threads = [threading.Thread(target=contender) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+
+    assert failed == []
+    found = d.runner.find(Counter, "c")
+    assert found is not None
+    assert (found.version, found.state) == (1 + 2 * steps, {"total": 1 + 2 * steps})

@@ -225,6 +225,40 @@ class ProcessStoreContract:
             subject.store.save(instance(1, payment="job-1"), expected_version=0)
         assert subject.peer.load(PROCESS, "b-1", tenant_id=None) == instance(1, payment="job-1")
 
+    def test_a_load_for_update_in_a_unit_of_work_holds_the_instance_until_it_ends(
+        self, process_store_subject: ProcessStoreSubject
+    ) -> None:
+        subject = process_store_subject
+        subject.store.save(instance(1, tenant_id="acme"), expected_version=0)
+        unit_of_work = subject.unit_of_work
+        if not subject.store.transactional or unit_of_work is None:
+            # nothing to hold: the flag changes nothing, the version check decides
+            loaded = subject.store.load(PROCESS, "b-1", tenant_id="acme", for_update=True)
+            assert loaded == instance(1, tenant_id="acme")
+            return
+        racing: list[BaseException | None] = []
+
+        def peer_saves() -> None:
+            try:
+                subject.peer.save(instance(2, {"by": "peer"}, tenant_id="acme"), expected_version=1)
+                racing.append(None)
+            except StaleProcessVersionError as error:
+                racing.append(error)
+
+        with unit_of_work.begin():
+            held = subject.store.load(PROCESS, "b-1", tenant_id="acme", for_update=True)
+            assert held is not None
+            peer = threading.Thread(target=peer_saves)
+            peer.start()
+            peer.join(0.5)  # time for a save that does not wait to land first
+            subject.store.save(instance(2, {"by": "holder"}, tenant_id="acme"), expected_version=1)
+        peer.join(30)
+
+        assert [type(error) for error in racing] == [StaleProcessVersionError]
+        assert subject.peer.load(PROCESS, "b-1", tenant_id="acme") == instance(
+            2, {"by": "holder"}, tenant_id="acme"
+        )
+
     # -- tenants -----------------------------------------------------------------------
 
     def test_one_id_in_two_tenants_is_two_instances(
