@@ -1,7 +1,8 @@
 """The tables of the SQL adapters, on SQLAlchemy Core metadata: one definition, every database.
 
-``create_tables(engine, prefix="ddd_")`` creates what is missing; ``ddl(dialect)`` prints the
-same as ``CREATE TABLE`` statements for teams whose migrations (Alembic) own the schema. Every
+``create_tables(engine, prefix="ddd_")`` creates what is missing, safe when processes race;
+``ddl(dialect)`` prints the same as ``CREATE TABLE`` statements, and ``tables(prefix).metadata``
+is what a team's Alembic ``target_metadata`` takes when its migrations own the schema. Every
 name takes ``prefix``, so several applications (or test runs) share one database.
 
 Instants are ``BIGINT`` microseconds since the Unix epoch, in UTC: exact, indexable, compared
@@ -11,19 +12,24 @@ JSON values are ``TEXT`` written by ``json.dumps``, read back unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sqlalchemy import (
     BigInteger,
     Column,
+    Connection,
     Engine,
     Index,
     Integer,
     MetaData,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.engine.interfaces import Dialect
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 DEFAULT_PREFIX = "ddd_"
@@ -119,15 +125,64 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
 
 
 def create_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> SqlTables:
-    """Create the tables (and indexes) of ``prefix`` that do not exist yet; idempotent."""
+    """Create the tables (and indexes) of ``prefix`` that do not exist yet; idempotent, and safe
+    when several processes (beat and each worker, at import) call it at once
+    (``create_missing``)."""
     made = tables(prefix)
-    made.metadata.create_all(engine)
+    create_missing(engine, made.metadata)
     return made
 
 
 def drop_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> None:
     """Drop the tables of ``prefix`` (tests, teardown); those missing are left alone."""
-    tables(prefix).metadata.drop_all(engine)
+    with _ddl_transaction(engine) as connection:
+        tables(prefix).metadata.drop_all(connection)
+
+
+DDL_LOCK_KEY = 0x0DDDCE1E7AB1E5
+"""The PostgreSQL advisory lock every ``create_missing`` and ``drop_tables`` of ddd_celery takes,
+whatever the prefix: DDL is rare, so one key is enough."""
+_ALREADY_THERE = frozenset({"23505", "42P07", "42710"})
+"""unique_violation (on ``pg_type``: a table's row type), duplicate_table, duplicate_object."""
+_ATTEMPTS = 3
+
+
+def create_missing(engine: Engine, metadata: MetaData) -> None:
+    """``metadata.create_all``, safe when several processes run it at once on one database.
+
+    ``create_all`` checks what exists, then creates what does not: two processes both see a
+    table missing, and the second's ``CREATE TABLE`` fails (``IntegrityError`` on
+    ``pg_type_typname_nsp_index``, or "already exists"). On PostgreSQL the check and the DDL run
+    in one transaction under an advisory lock (``pg_advisory_xact_lock``, released at commit),
+    so the next process checks after the first committed. A creator that takes no such lock (a
+    migration, an older version) can still race: a duplicate table, type or index is then taken
+    for "created meanwhile", and the check runs again (SQLite's "already exists" alike).
+    """
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            with _ddl_transaction(engine) as connection:
+                metadata.create_all(connection)
+            return
+        except DBAPIError as error:
+            if attempt == _ATTEMPTS or not _created_meanwhile(error):
+                raise
+
+
+@contextmanager
+def _ddl_transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction that holds ddd_celery's DDL lock on PostgreSQL until it ends."""
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": DDL_LOCK_KEY})
+        yield connection
+
+
+def _created_meanwhile(error: DBAPIError) -> bool:
+    """Whether ``error`` says another process created the object first."""
+    code = getattr(error.orig, "sqlstate", None) or getattr(error.orig, "pgcode", None)
+    if code is not None:
+        return code in _ALREADY_THERE
+    return "already exists" in str(error.orig)
 
 
 def ddl(dialect: Dialect, prefix: str = DEFAULT_PREFIX) -> str:
