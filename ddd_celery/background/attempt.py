@@ -387,7 +387,13 @@ def _prepare(
     try:
         payload = from_stored(job.name, job.payload, registration.payload_type)
     except InvalidEnqueueError as error:
-        return AttemptOutcome(AttemptEnd.FAILED, error, started_at, started_at, retryable=False)
+        stale = InvalidEnqueueError(  # anew, never raised: the error's context quotes the payload
+            f"the payload stored for job {job.id!r} no longer validates: "
+            + str(error).removeprefix(f"job {job.name!r}: "),
+            job=job.name,
+            field=error.field,
+        )
+        return AttemptOutcome(AttemptEnd.FAILED, stale, started_at, started_at, retryable=False)
     execution = BackgroundJobExecution(
         job_id=job.id,
         attempt=lease.attempt,
