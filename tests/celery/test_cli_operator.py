@@ -27,6 +27,8 @@ from ddd_celery.celery.cli import jobs
 from ddd_celery.declarations import JobExecution
 from ddd_celery.kernel import FixedClock, InMemoryLock
 from ddd_celery.redis import RedisJobLastRuns, connect
+from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
+from ddd_celery.scheduling.outcomes import JobRun, Outcome
 
 NOW = datetime(2026, 3, 2, 9, 58, 30, tzinfo=UTC)
 PARIS = {"schedule": {"cron": "30 2 * * *", "time_zone": "Europe/Paris"}}
@@ -283,3 +285,28 @@ def test_the_celery_command_exits_non_zero_when_the_stores_are_down_or_the_job_f
     assert ran.returncode == 0, ran.stderr
     assert "closed" in ran.stdout
     assert unknown.returncode == 2
+
+
+def test_list_prints_a_stored_outcome_with_its_control_characters_escaped(
+    make_app: AppFactory,
+) -> None:
+    """The last runs' store is written by every beat and worker: what it holds is not trusted."""
+    last_runs = InMemoryJobLastRuns()
+    last_runs.write(
+        JobRun(
+            job=SYNC,
+            scheduled_at=NOW,
+            outcome=Outcome.FAILED,
+            context="probe",
+            error_code="BOOM\nprobe.forged  every 1m  yes\x1b[2K",
+            error_type="KeyError",
+        )
+    )
+    app = wire(make_app, Probe(), last_runs=last_runs)
+
+    result = invoke(app, "list")
+
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout
+    assert not any(line.startswith("probe.forged") for line in result.stdout.splitlines())
+    assert "failed BOOM\\nprobe.forged  every 1m  yes\\x1b[2K 2026-03-02" in result.stdout
