@@ -107,6 +107,18 @@ def test_a_worker_does_not_start_on_a_setting_it_cannot_use_and_says_which(
     assert "ready." not in output
 
 
+def test_a_beat_does_not_start_on_a_setting_it_cannot_use_and_says_which(
+    tmp_path: Path, redis_prefix: str
+) -> None:
+    settings, problem = BAD_SETTINGS[2]
+    beat = celery(tmp_path, redis_prefix, settings, "beat", "-l", "info")
+
+    code, output = finished(beat, timeout_s=60)
+
+    assert code not in (None, 0), output
+    assert f"ddd_celery refuses to start: app.conf cannot be read: {problem}" in output
+
+
 @pytest.mark.parametrize(("settings", "problem"), BAD_SETTINGS, ids=IDS)
 def test_background_stats_refuses_a_setting_it_cannot_use_in_one_line_and_exits_one(
     tmp_path: Path, redis_prefix: str, settings: dict[str, object], problem: str
