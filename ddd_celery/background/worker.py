@@ -4,10 +4,11 @@ It polls the store for the queues it has jobs for, claims as many due jobs as ea
 free slots, and runs each attempt through the shared attempt API (``attempt.py``), as the Celery
 tasks do: the same scope, payload validation, conclusion and record. Around an attempt it renews
 the lease every third of it (a cancel is seen there and aborts the signal with
-``JobInterruptedError``), enforces ``timeout_ms`` (``JobTimeoutError``: failed, retried per the
-rules), and on ``stop()`` waits ``grace_ms`` before aborting what still runs (``JobAbortedError``:
-released, the attempt uncounted). It also hands back the jobs of workers that died
-(``expire_leases``), so nothing stays running for ever.
+``JobInterruptedError``, as does a lease no renewal reached the store for: it has run out there,
+and another worker may run the job), enforces ``timeout_ms`` (``JobTimeoutError``: failed,
+retried per the rules), and on ``stop()`` waits ``grace_ms`` before aborting what still runs
+(``JobAbortedError``: released, the attempt uncounted). It also hands back the jobs of workers
+that died (``expire_leases``), so nothing stays running for ever.
 
 It sleeps and runs sync jobs through its ``JobTimers``: a worker thread per sync attempt with
 the system timers, inline on ``ManualJobTimers`` in a spec. The store is called on the loop:
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random as _random
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +33,7 @@ from ddd_celery.background.attempt import (
     BackgroundCallable,
     BackgroundRegistration,
     conclude,
+    lease_outlived,
     registration_of,
     renew_lease,
     run_claimed,
@@ -79,6 +83,8 @@ class _Run:
     registration: BackgroundRegistration
     controller: AbortController
     lease: JobLease
+    renewed_at: float
+    """When the claim or the last answered renewal was sent (the worker's ``monotonic``)."""
     settled: asyncio.Future[BaseException | None] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -99,8 +105,11 @@ class QueueWorker:
     ``concurrency`` is how many attempts of one queue run at once: a number for every queue, or
     ``{"<queue>": n, "default": n}`` (a queue not named takes ``default``, else 1). An idle queue
     asks the store again every ``poll_interval_ms``; a full one as soon as a slot frees. Every
-    job of a queue it polls must be registered on it: a job it does not know is given back and
-    logged.
+    job of a queue it polls must be registered on it: a job it does not know is given back
+    (for a worker that knows it) and logged once per job name.
+
+    ``monotonic`` (seconds) times how long a lease went unrenewed: an attempt none of whose
+    renewals reached the store for ``lease_ms`` aborts its signal with ``JobInterruptedError``.
     """
 
     def __init__(
@@ -118,6 +127,7 @@ class QueueWorker:
         metrics: Metrics | None = None,
         lease_ms: int = DEFAULT_LEASE_MS,
         random: Callable[[], float] = _random.random,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         _check_concurrency(concurrency)
         for name, value, low in (
@@ -138,6 +148,9 @@ class QueueWorker:
         self._recorder = BackgroundRecorder(logger=self._logger, metrics=metrics, on_run=on_run)
         self._lease_ms = lease_ms
         self._random = random
+        self._monotonic = monotonic
+        self._unknown: set[str] = set()
+        """The names of the jobs met and not registered, each logged once."""
         self._jobs: dict[str, BackgroundRegistration] = {}
         self._queues: dict[str, _Queue] = {}
         self._stopped: asyncio.Future[None] | None = None
@@ -217,11 +230,10 @@ class QueueWorker:
         return once every attempt it started is recorded. For specs and one-off runs."""
         self._expire()
         while True:
-            started = [
-                self._start(claimed)
-                for queue in self._queues.values()
-                for claimed in self._claim(queue)
-            ]
+            started = []
+            for queue in self._queues.values():
+                claimed, claimed_at = self._claim(queue)
+                started += [self._start(one, claimed_at) for one in claimed]
             tasks = [task for task in started if task is not None]
             if not tasks:
                 return
@@ -234,12 +246,11 @@ class QueueWorker:
         assert stopped is not None
         while not stopped.done():
             free = queue.free
-            claimed = self._claim(queue)
-            for one in claimed:
-                self._start(one)
+            claimed, claimed_at = self._claim(queue)
+            started = [one for one in claimed if self._start(one, claimed_at) is not None]
             queue.freed.clear()
             waiter: asyncio.Future[Any]
-            if free and len(claimed) < free:
+            if free and len(started) < free:  # a job given back frees no slot to wait for
                 waiter = asyncio.ensure_future(self._timers.sleep(self._poll_interval_ms))
             else:
                 waiter = asyncio.ensure_future(queue.freed.wait())
@@ -255,16 +266,19 @@ class QueueWorker:
             await asyncio.wait((nap, stopped), return_when=asyncio.FIRST_COMPLETED)
             nap.cancel()
 
-    def _claim(self, queue: _Queue) -> list[ClaimedJob]:
+    def _claim(self, queue: _Queue) -> tuple[list[ClaimedJob], float]:
+        """The jobs claimed, and when the claim was sent: where their leases start."""
+        sent = self._monotonic()
         if not queue.free:
-            return []
+            return [], sent
         try:
-            return self._store.claim_due(
+            claimed = self._store.claim_due(
                 [queue.name], now=self._clock.now(), lease_ms=self._lease_ms, limit=queue.free
             )
         except Exception as error:
             self._recorder.could_not_follow(queue.name, "", error, what="claim due jobs")
-            return []
+            return [], sent
+        return claimed, sent
 
     def _expire(self) -> None:
         try:
@@ -285,10 +299,13 @@ class QueueWorker:
 
     # -- one attempt --------------------------------------------------------------------
 
-    def _start(self, claimed: ClaimedJob) -> asyncio.Task[None] | None:
+    def _start(self, claimed: ClaimedJob, claimed_at: float) -> asyncio.Task[None] | None:
         registration = self._jobs.get(claimed.job.name)
         if registration is None:
             self._give_back(claimed)
+            if claimed.job.name in self._unknown:
+                return None  # given back at every poll: said once
+            self._unknown.add(claimed.job.name)
             self._recorder.could_not_follow(
                 claimed.job.name,
                 claimed.job.id,
@@ -298,7 +315,7 @@ class QueueWorker:
             return None
         queue = self._queues[claimed.job.queue]
         queue.running += 1
-        run = _Run(claimed, registration, AbortController(), claimed.lease)
+        run = _Run(claimed, registration, AbortController(), claimed.lease, claimed_at)
         task = asyncio.create_task(self._attempt(run, queue))
         self._attempts.add(task)
         task.add_done_callback(self._attempts.discard)
@@ -359,7 +376,12 @@ class QueueWorker:
     async def _keep_lease(self, run: _Run) -> None:
         every_ms = heartbeat_interval_ms(self._lease_ms)
         while True:
-            await self._timers.sleep(every_ms)
+            left_ms = (run.renewed_at - self._monotonic()) * 1000 + self._lease_ms
+            await self._timers.sleep(max(0, min(every_ms, math.ceil(left_ms))))
+            if (self._monotonic() - run.renewed_at) * 1000 >= self._lease_ms:
+                run.settle(lease_outlived(run.registration.name, run.lease, self._lease_ms))
+                return
+            sent = self._monotonic()
             try:
                 lease = renew_lease(
                     self._store,
@@ -377,7 +399,7 @@ class QueueWorker:
             if lease is None:
                 run.settle(run.controller.signal.reason)
                 return
-            run.lease = lease
+            run.lease, run.renewed_at = lease, sent
 
     async def _expire_after(self, run: _Run, timeout_ms: int) -> None:
         await self._timers.sleep(timeout_ms)

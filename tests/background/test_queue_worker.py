@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from ddd_celery.background import (
     BackgroundRunDetail,
     InMemoryJobStore,
     JobInterruptedError,
+    JobLease,
     JobStatus,
     QueueWorker,
     RunStatus,
@@ -853,3 +856,95 @@ async def test_two_workers_on_one_store_run_each_job_once(
     assert sorted(n for _, n in ran) == list(range(20))
     assert {name for name, _ in ran} == {"first", "second"}
     assert runs.statuses == ["succeeded"] * 20
+
+
+# -- a store cut off, a job not known ---------------------------------------------------
+
+
+class CutOffStore(InMemoryJobStore):
+    """The in-memory store whose renewals fail while ``cut``, as a store the network cut off."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut = False
+
+    def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
+        if self.cut:
+            raise ConnectionError("the store cannot be asked")
+        return super().heartbeat(lease, now=now, lease_ms=lease_ms)
+
+
+def on_the_clock(clock: FixedClock) -> Callable[[], float]:
+    """A monotonic clock in seconds that moves with the fixed clock, as the timers do."""
+
+    def monotonic() -> float:
+        return (clock.now() - START).total_seconds()
+
+    return monotonic
+
+
+@pytest.mark.parametrize(("answered_beats", "aborted_at"), [(0, 3_000), (2, 5_000)])
+async def test_an_attempt_none_of_whose_renewals_reaches_the_store_for_the_lease_aborts_itself(
+    answered_beats: int,
+    aborted_at: int,
+    *,
+    clock: FixedClock,
+    make_worker: Any,
+    runs: Runs,
+    timers: ManualJobTimers,
+) -> None:
+    store = CutOffStore()
+    jobs = StoredJobQueue(
+        store=store,
+        clock=clock,
+        ids=SequentialIdGenerator("job-"),
+        scope=FixedExecutionScope(),
+        declarations=[ImportPatientsJob],
+    )
+    gate = Gate()
+    worker = make_worker(store=store, lease_ms=3_000, monotonic=on_the_clock(clock))
+    worker.register(ImportPatientsJob, lambda: ImportPatientsJob(gate))
+    job_id = jobs.enqueue(ImportPatientsJob, {})
+    await worker.start()
+    await timers.settle()
+    [execution] = gate.started
+    await timers.advance(answered_beats * 1_000)  # renewals every third of the lease
+    store.cut = True
+
+    await timers.advance(aborted_at - answered_beats * 1_000 - 1)
+    assert not execution.signal.aborted
+    await timers.advance(1)
+
+    assert isinstance(execution.signal.reason, JobInterruptedError)
+    assert "could not renew its lease within lease_ms=3000" in str(execution.signal.reason)
+    assert runs.statuses == ["interrupted"]
+    job = store.find(job_id, tenant_id=None)
+    assert job is not None
+    assert job.status is JobStatus.RUNNING  # the store was told nothing: its lease runs out
+    gate.open()
+    await worker.stop()
+
+
+async def test_a_job_the_worker_does_not_know_is_given_back_at_every_poll_and_logged_once(
+    jobs: StoredJobQueue,
+    make_worker: Any,
+    timers: ManualJobTimers,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ran: list[Any] = []
+    worker = make_worker(concurrency=1)
+    worker.register(CompileStatementsJob, lambda: CompileStatementsJob(lambda p, e: ran.append(p)))
+    unknown = jobs.enqueue(SendReceiptJob, {})  # the same queue, ledger; not registered here
+    with caplog.at_level(logging.ERROR, logger="ddd_celery.background"):
+        await worker.start()
+        await timers.advance(5 * POLL_MS)
+        jobs.enqueue(CompileStatementsJob, {"month": "2026-10"})
+        await timers.advance(2 * POLL_MS)  # given back, the unknown job is due after it
+        await worker.stop()
+
+    refusals = [r for r in caplog.records if getattr(r, "job", None) == "ledger.send-receipt"]
+    assert len(refusals) == 1
+    assert ran == [StatementPayload(month="2026-10")], "the queue goes on past the unknown job"
+    view = jobs.find(unknown)
+    assert view is not None
+    assert (view.status, view.attempts) == ("queued", 0)

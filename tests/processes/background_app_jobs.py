@@ -71,16 +71,17 @@ class FlakyJob:
 
 @background(SLOW)
 class SlowJob:
-    """Waits on its signal (at most 20 s) and notes why it stopped."""
+    """Waits on its signal (at most 20 s) and notes when it started, when and why it stopped."""
 
     def __init__(self, records: Records) -> None:
         self._records = records
 
     def run(self, payload: Any, execution: BackgroundJobExecution) -> None:
-        self._records.push("seen", job=SLOW, job_id=execution.job_id, what="started")
+        common = {"job": SLOW, "job_id": execution.job_id, "attempt": execution.attempt}
+        self._records.push("seen", what="started", at=time.time(), **common)
         aborted = execution.signal.wait(20)
         reason = type(execution.signal.reason).__name__ if aborted else None
-        self._records.push("seen", job=SLOW, job_id=execution.job_id, what="stopped", why=reason)
+        self._records.push("seen", what="stopped", why=reason, at=time.time(), **common)
 
 
 @background(RECORD)

@@ -36,6 +36,7 @@ from background_app_jobs import (
     SlowJob,
 )
 from celery import Celery
+from fault_proxy import FaultProxy
 from kombu import Connection
 from process_support import HERE, REDIS_URL, STOP_S, CeleryProcess, wait_until
 from redis import Redis
@@ -550,3 +551,31 @@ def _enqueue(
     )
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     return [(line["job_id"], line["before"]) for line in lines]
+
+
+def test_a_worker_cut_off_from_the_store_stops_its_attempt_before_another_worker_runs_it_again(
+    bg: Background,
+) -> None:
+    """A 6 s lease; the store cut off for one worker only (through the proxy), while beat's
+    relay and another worker reach it. The cut-off attempt aborts its signal once no beat has
+    reached the store for the lease; before, it ran on until the store came back (here, the
+    job's own 20 s), 14 s beside the retry."""
+    timing = {"DDD_TEST_LEASE_MS": "6000", "DDD_TEST_REDISPATCH_MS": "2000"}
+    with FaultProxy.to_url(REDIS_URL) as proxy:
+        bg.beat(**timing)
+        cut_off = bg.worker(pool="solo", DDD_TEST_STORE_URL=proxy.url(REDIS_URL), **timing)
+        wait_until(lambda: "ready." in cut_off.output(), 30, f"the worker\n{bg.logs()}")
+        job_id = bg.queue.enqueue(SlowJob, {})
+        wait_until(lambda: bg.seen(job_id, "started") != [], 20, f"the slow job\n{bg.logs()}")
+        other = bg.worker(pool="solo")
+        wait_until(lambda: "ready." in other.output(), 30, f"the other worker\n{bg.logs()}")
+
+        proxy.cut()
+        wait_until(lambda: len(bg.seen(job_id, "started")) == 2, 40, f"the retry\n{bg.logs()}")
+        wait_until(lambda: bg.seen(job_id, "stopped") != [], 25, "the cut-off attempt to stop")
+
+    first, retry = bg.seen(job_id, "started")
+    [stopped] = bg.seen(job_id, "stopped")
+    assert (first["attempt"], retry["attempt"], stopped["attempt"]) == (1, 2, 1)
+    assert stopped["why"] == "JobInterruptedError", cut_off.output()
+    assert stopped["at"] - retry["at"] < 0.5, "more than one heartbeat of overlap"
