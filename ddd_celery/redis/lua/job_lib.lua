@@ -29,8 +29,9 @@
 --   P stats             hash, `<queue>|<status>` -> how many jobs; a count of 0 is deleted
 --   P claimed:<token>   list, the ids a claim_due named <token> claimed, in order, so that call
 --                       repeated answers them again; expires after the lease
---   P taken:<token>     list, the flat reply (id, name, queue...) of the take_due named <token>,
---                       so that call repeated answers it again; expires after a minute
+--   P taken:<token>     string, the flat reply (id, name, queue...) of the take_due named
+--                       <token> as a JSON array, so that call repeated answers it again;
+--                       expires after a minute
 -- No other key expires: a job lives until purge_finished deletes it. Every key of a store
 -- shares the prefix: with a hash tag in it (`ddd_celery:{bg}:`) they share a Redis Cluster
 -- slot. An index entry whose job hash is gone (evicted, deleted by hand) is skipped and dropped.
@@ -43,14 +44,14 @@ end
 -- The fields a script decides on, or nil for an unknown job.
 local function read_job(id)
   local f = redis.call('HMGET', job_key(id), 'status', 'queue', 'enqueued_at', 'attempts',
-    'max_attempts', 'lease_token', 'tenant', 'idempotency_key', 'name', 'run_at')
+    'max_attempts', 'lease_token', 'tenant', 'idempotency_key', 'name', 'run_at', 'redispatches')
   if not f[1] then
     return nil
   end
   return {
     id = id, status = f[1], queue = f[2], enqueued_at = f[3], attempts = tonumber(f[4]),
     max_attempts = tonumber(f[5]), lease_token = f[6], tenant = f[7], idempotency_key = f[8],
-    name = f[9], run_at = tonumber(f[10]),
+    name = f[9], run_at = tonumber(f[10]), redispatches = tonumber(f[11]) or 0,
   }
 end
 

@@ -4,7 +4,8 @@
 --   KEYS[1]  P pending, claimable jobs not dispatched, by run_at.
 --   KEYS[2]  P dispatched, claimable jobs published and not claimed since, scored by when
 --            they are due for a re-send minus redispatch_after_ms.
---   KEYS[3]  P taken:<token>, this call's reply, answered again when it is sent twice.
+--   KEYS[3]  P taken:<token>, this call's reply (a JSON array), answered again when it is sent
+--            twice.
 --   Also P job:<id> of each job taken (name, queue read; redispatches counted).
 -- Arguments
 --   ARGV[2]  now, epoch ms: jobs whose run_at is not after it are due.
@@ -19,8 +20,9 @@
 --   taken moves from P pending to P dispatched, scored now + (f - 1) * redispatch_after_ms,
 --   f = min(2^r, 8) for its r re-sends so far (rules.redispatch_wait_ms): re-sent after 1, 2,
 --   4, then 8 times redispatch_after_ms. Sent twice (same token), the first reply again.
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  return {redis.call('LRANGE', KEYS[3], 0, -1), 0}
+local earlier = redis.call('GET', KEYS[3])
+if earlier then
+  return {cjson.decode(earlier), 0}
 end
 local now, after = tonumber(ARGV[2]), tonumber(ARGV[5])
 local dropped = 0
@@ -41,8 +43,7 @@ for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   local job = read_job(id)
   if job and claimable(job) then
-    local resends = tonumber(redis.call('HGET', job_key(id), 'redispatches')) or 0
-    local factor = math.min(2 ^ math.min(resends, 3), 8)
+    local factor = math.min(2 ^ math.min(job.redispatches, 3), 8)
     redis.call('ZADD', KEYS[2], now + (factor - 1) * after, id)
     taken[#taken + 1] = id
     taken[#taken + 1] = job.name
@@ -51,5 +52,7 @@ for _, id in ipairs(ids) do
     dropped = dropped + 1
   end
 end
-push_all(KEYS[3], taken, ARGV[6])
+if #taken > 0 then
+  redis.call('SET', KEYS[3], cjson.encode(taken), 'PX', ARGV[6])
+end
 return {taken, dropped}
