@@ -22,6 +22,7 @@ FLAKY = "procbg.flaky"
 SLOW = "procbg.slow"
 RECORD = "procbg.record"
 OUTLIVE = "procbg.outlive"
+ONCE = "procbg.once"
 
 
 class Records:
@@ -120,4 +121,15 @@ class OutliveJob:
             )
 
 
-JOBS = [NoopJob, FlakyJob, SlowJob, RecordJob, OutliveJob]
+@background(ONCE, max_attempts=1)
+class OnceJob:
+    """Notes its start and end; one attempt only: an attempt lost is a job dead."""
+
+    def __init__(self, records: Records) -> None:
+        self._records = records
+
+    def run(self, payload: Any, execution: BackgroundJobExecution) -> None:
+        note_run(self._records, ONCE, execution, 0)
+
+
+JOBS = [NoopJob, FlakyJob, SlowJob, RecordJob, OutliveJob, OnceJob]

@@ -8,6 +8,7 @@ the jobs and the store recorded. Every wait is bounded; every process is ended w
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import json
 import os
@@ -19,6 +20,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from background_app_jobs import (
     RECORD,
     FlakyJob,
     NoopJob,
+    OnceJob,
     OutliveJob,
     RecordJob,
     Records,
@@ -579,3 +582,51 @@ def test_a_worker_cut_off_from_the_store_stops_its_attempt_before_another_worker
     assert (first["attempt"], retry["attempt"], stopped["attempt"]) == (1, 2, 1)
     assert stopped["why"] == "JobInterruptedError", cut_off.output()
     assert stopped["at"] - retry["at"] < 0.5, "more than one heartbeat of overlap"
+
+
+def script_sha(name: str) -> bytes:
+    """The sha a ``RedisJobStore`` script is sent by (``EVALSHA``): what the proxy matches."""
+    lua = resources.files("ddd_celery.redis").joinpath("lua")
+    source = lua.joinpath("job_lib.lua").read_text(encoding="utf-8")
+    source += lua.joinpath(name).read_text(encoding="utf-8")
+    return hashlib.sha1(source.encode()).hexdigest().encode()
+
+
+@pytest.mark.parametrize(
+    ("script", "late"),
+    [
+        ("job_claim.lua", 1),  # redis-py sends it again on a new connection, with its token
+        ("job_claim.lua", 2),  # the worker asks again, with the same token
+        ("job_complete.lua", 2),  # the worker asks again, with the same lease
+    ],
+)
+def test_a_claim_or_a_completion_whose_reply_comes_late_still_runs_a_one_attempt_job_once(
+    bg: Background, script: str, late: int
+) -> None:
+    """``connect()``'s defaults (1 s socket timeout, one retry), and the reply of the script
+    held back 1.5 s, ``late`` times: each time the store did the work, and the caller never
+    heard. Before, the claim sent again found the job running ("another attempt holds its
+    lease") and the job, its one attempt spent, ended dead without having run."""
+    with FaultProxy.to_url(REDIS_URL) as proxy:
+        bg.beat()
+        worker = bg.worker(pool="prefork", concurrency=1, DDD_TEST_STORE_URL=proxy.url(REDIS_URL))
+        wait_until(lambda: "ready." in worker.output(), 30, f"the worker\n{bg.logs()}")
+        proxy.delay_replies(1.5, matching=script_sha(script), count=late)
+        job_id = bg.queue.enqueue(OnceJob, {})
+
+        def concluded() -> bool:
+            return bg.status(job_id) in {JobStatus.SUCCEEDED, JobStatus.DEAD}
+
+        wait_until(concluded, 30, f"the job to conclude\n{bg.logs()}")
+        wait_until(lambda: "Background job succeeded" in worker.output(), 10, worker.output())
+        assert proxy.delayed == late
+
+    job = bg.store.find(job_id, tenant_id=None)
+    assert job is not None
+    assert (job.status, job.attempts, job.last_error_code) == (JobStatus.SUCCEEDED, 1, None)
+    starts = [run for run in bg.records.read("runs") if run["edge"] == "start"]
+    assert [(run["job_id"], run["attempt"]) for run in starts] == [(job_id, 1)]
+    output = worker.output()
+    assert output.count("Background job succeeded") == 1, output
+    assert "Background job interrupted" not in output
+    assert "could not be followed" not in output
