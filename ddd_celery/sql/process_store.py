@@ -2,9 +2,9 @@
 
 Table ``<prefix>processes``, one row per instance::
 
-    tenant_id TEXT    the instance's tenant, '' for none  }
-    process   TEXT    the process manager's name          } primary key
-    id        TEXT    the instance's id                   }
+    tenant    TEXT    the instance's tenant id, '' for none  }
+    process   TEXT    the process manager's name             } primary key
+    id        TEXT    the instance's id                      }
     version   INTEGER 1 at the first save, one more at each
     state     TEXT    the state, as JSON
     timeouts  TEXT    {timeout name: id of the job that fires it}, as JSON
@@ -14,7 +14,9 @@ version = :expected``: no row written means another step saved first, and the sa
 (``StaleProcessVersionError``). Every statement names the whole key, so no call reaches an
 instance of another tenant; ``''`` stands for no tenant, as ``""`` is never a tenant id. On
 PostgreSQL the second of two racing updates waits for the first's commit, then finds the version
-changed: one winner, no lost update, at READ COMMITTED.
+changed: one winner, no lost update, at READ COMMITTED. A load ``for_update`` in a unit of work
+(the runner's retry of a step that lost such a race) is ``SELECT ... FOR UPDATE``: the row is
+held until that unit ends, so the retry cannot lose again.
 
 Create the table with ``create_process_tables(engine, prefix)`` (idempotent), or from
 ``process_ddl(dialect, prefix)`` in a migration; it is apart from ``create_tables`` so that the
@@ -62,28 +64,28 @@ def process_table(prefix: str = DEFAULT_PREFIX) -> Table:
     return Table(
         f"{prefix}processes",
         MetaData(),
-        Column("tenant_id", Text, nullable=False),
+        Column("tenant", Text, nullable=False),
         Column("process", Text, nullable=False),
         Column("id", Text, nullable=False),
         Column("version", Integer, nullable=False),
         Column("state", Text, nullable=False),
         Column("timeouts", Text, nullable=False),
-        PrimaryKeyConstraint("tenant_id", "process", "id", name=f"{prefix}processes_pkey"),
+        PrimaryKeyConstraint("tenant", "process", "id", name=f"{prefix}processes_pkey"),
     )
 
 
 def create_process_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> Table:
     """Create ``<prefix>processes`` if it does not exist yet; idempotent.
 
-    Raises ``RuntimeError`` when the table exists without ``tenant_id`` (made before instances
+    Raises ``RuntimeError`` when the table exists without ``tenant`` (made before instances
     were keyed by tenant): ``docs/processes.md`` shows the statements that upgrade it.
     """
     table = process_table(prefix)
     table.metadata.create_all(engine)
     columns = {column["name"] for column in inspect(engine).get_columns(table.name)}
-    if "tenant_id" not in columns:
+    if "tenant" not in columns:
         raise RuntimeError(
-            f"table {table.name} has no tenant_id column: it was made before process instances "
+            f"table {table.name} has no tenant column: it was made before process instances "
             "were keyed by tenant; upgrade it as docs/processes.md shows"
         )
     return table
@@ -128,7 +130,7 @@ class SqlProcessStore(ProcessStore):
         check_key(process, instance_id, tenant_id)
         table = self._table
         query = select(table.c.version, table.c.state, table.c.timeouts).where(
-            table.c.tenant_id == (tenant_id or ""),
+            table.c.tenant == (tenant_id or ""),
             table.c.process == process,
             table.c.id == instance_id,
         )
@@ -156,7 +158,7 @@ class SqlProcessStore(ProcessStore):
                 written = connection.execute(
                     upsert(connection, table)
                     .values(
-                        tenant_id=instance.tenant_id or "",
+                        tenant=instance.tenant_id or "",
                         process=instance.process,
                         id=instance.id,
                         version=instance.version,
@@ -170,7 +172,7 @@ class SqlProcessStore(ProcessStore):
                 written = connection.execute(
                     update(table)
                     .where(
-                        table.c.tenant_id == (instance.tenant_id or ""),
+                        table.c.tenant == (instance.tenant_id or ""),
                         table.c.process == instance.process,
                         table.c.id == instance.id,
                         table.c.version == expected_version,

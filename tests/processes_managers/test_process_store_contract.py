@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, delete, update
+from sqlalchemy import Engine, create_engine, delete, inspect, update
 from sqlalchemy.orm import sessionmaker
 
 from ddd_celery.processes import InMemoryProcessStore, StoredProcess
@@ -50,7 +50,7 @@ def _overwriter(engine: Engine, prefix: str) -> Callable[[StoredProcess, str, st
             written = connection.execute(
                 update(table)
                 .where(
-                    table.c.tenant_id == (saved.tenant_id or ""),
+                    table.c.tenant == (saved.tenant_id or ""),
                     table.c.process == saved.process,
                     table.c.id == saved.id,
                 )
@@ -125,3 +125,69 @@ def test_the_ddl_for_a_migration_makes_the_table_the_store_uses(tmp_path: Path) 
 def test_a_table_prefix_the_sql_family_refuses_is_refused() -> None:
     with pytest.raises(ValueError, match="a table prefix"):
         process_table("1; drop table")
+
+
+OLD_TABLE = """CREATE TABLE {prefix}processes (
+    process TEXT NOT NULL,
+    id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    timeouts TEXT NOT NULL,
+    CONSTRAINT {prefix}processes_pkey PRIMARY KEY (process, id)
+)"""
+"""The table as it was made before instances were keyed by tenant."""
+
+
+def _upgrade_statements(prefix: str) -> list[str]:
+    """The statements docs/processes.md gives to upgrade that table, for ``prefix``."""
+    page = (Path(__file__).parents[2] / "docs" / "processes.md").read_text()
+    block = page.split("<!-- upgrade-processes-table -->\n```sql\n", 1)[1].split("```", 1)[0]
+    return [
+        line.replace("ddd_processes", f"{prefix}processes")
+        for line in block.splitlines()
+        if line.strip()
+    ]
+
+
+def test_a_table_made_before_tenants_is_refused_not_used(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'old.sqlite3'}")
+    with engine.begin() as connection:
+        connection.exec_driver_sql(OLD_TABLE.format(prefix="app_"))
+    with pytest.raises(RuntimeError, match="app_processes has no tenant column"):
+        create_process_tables(engine, "app_")
+    engine.dispose()
+
+
+@pytest.mark.postgres
+def test_the_documented_upgrade_keeps_the_instances_as_of_no_tenant_and_matches_the_table(
+    postgresql: tuple[Engine, Engine, str],
+) -> None:
+    engine = postgresql[0]
+    prefix = f"test_{uuid.uuid4().hex[:12]}_"
+    with engine.begin() as connection:
+        connection.exec_driver_sql(OLD_TABLE.format(prefix=prefix))
+        connection.exec_driver_sql(
+            f"INSERT INTO {prefix}processes VALUES ('booking.x', 'b-1', 3, '{{\"n\": 3}}', '{{}}')"
+        )
+    try:
+        with engine.begin() as connection:
+            for statement in _upgrade_statements(prefix):
+                connection.exec_driver_sql(statement)
+        create_process_tables(engine, prefix)
+        store = SqlProcessStore(engine, prefix=prefix)
+
+        assert store.load("booking.x", "b-1", tenant_id=None) == StoredProcess(
+            "booking.x", "b-1", 3, {"n": 3}
+        )
+        assert store.load("booking.x", "b-1", tenant_id="acme") is None
+        found = inspect(engine)
+        made = process_table(prefix)
+        columns = {(c["name"], c["nullable"], c["default"]) for c in found.get_columns(made.name)}
+        assert columns == {(column.name, False, None) for column in made.columns}
+        key = found.get_pk_constraint(made.name)
+        assert (key["name"], key["constrained_columns"]) == (
+            f"{prefix}processes_pkey",
+            ["tenant", "process", "id"],
+        )
+    finally:
+        drop_process_tables(engine, prefix)
