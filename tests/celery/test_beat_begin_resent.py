@@ -1,9 +1,12 @@
-"""Beat's begin sent twice by redis-py loses no occurrence [issue 18, item 1].
+"""Beat's begin and a worker's end of run, sent twice by redis-py, lose no occurrence [issue 18,
+item 1].
 
-With ``connect()``'s defaults (1 s socket timeout, one retry), a begin whose reply the suite's
-fault proxy holds back 1.5 s is sent again by redis-py on a new connection. The script's first
-run took the locks and made the claims; the second must find them its own (the tokens are the
+With ``connect()``'s defaults (1 s socket timeout, one retry), a script whose reply the suite's
+fault proxy holds back 1.5 s is sent again by redis-py on a new connection. A begin's first run
+took the locks and made the claims; the second must find them its own (the tokens are the
 same), not another beat's: else the occurrence is recorded ``skipped-locked`` and never sent.
+An end's first run promoted the occurrence queued behind; the second must answer it again, or
+the worker never sends it and it holds the job busy unsent.
 """
 
 from __future__ import annotations
@@ -58,9 +61,9 @@ def test_a_begin_whose_reply_is_late_is_sent_again_and_answers_as_the_first_did(
     lock, run_state, checkpoints = stores(late_client, redis_prefix)
     store = run_state.occurrence_store(lock, checkpoints, None)
     assert isinstance(store, RedisOccurrenceStore)
-    run_state.claim("billing.queued", START, queue=False, ttl_ms=60_000)  # warm: script, socket
-    store.begin([])
-    at = START + timedelta(minutes=1)
+    run_state.claim("billing.queued", START, queue=False, ttl_ms=60_000)
+    store.begin([Beginning("billing.warm-up", START, None, 60_000, False, False, 60_000)])
+    at = START + timedelta(minutes=1)  # Redis has the script: each send runs it
 
     def begun(job: str, *, locked: bool = True, queue: bool = False) -> Beginning:
         return Beginning(
@@ -109,3 +112,30 @@ def test_beat_sends_the_occurrence_whose_begin_was_sent_twice(
     assert proxy.delayed == 1
     assert scheduled(instance.sent) == ["2026-03-02T09:59:00.000Z", "2026-03-02T10:00:00.000Z"]
     assert instance.outcomes() == [], "none skipped-locked nor failed: the worker records runs"
+
+
+def test_an_end_of_run_whose_reply_is_late_still_answers_the_occurrence_it_promoted(
+    proxy: FaultProxy, late_client: Redis, redis_prefix: str
+) -> None:
+    lock, run_state, checkpoints = stores(late_client, redis_prefix)
+    store = run_state.occurrence_store(lock, checkpoints, None)
+    assert store is not None
+    later = START + timedelta(minutes=1)
+    assert run_state.claim("billing.queued", START, queue=True, ttl_ms=60_000) is Claim.STARTED
+    assert run_state.claim("billing.queued", later, queue=True, ttl_ms=60_000) is Claim.QUEUED
+    assert run_state.claim("billing.plain", START, queue=True, ttl_ms=60_000) is Claim.STARTED
+    store.end("billing.warm-up", START, ttl_ms=60_000, last_run=None)  # Redis has the scripts
+    run_state.finish("billing.warm-up", START, ttl_ms=60_000)
+    connections = proxy.connections
+
+    proxy.delay_replies(LATE_S, matching=b"EVALSHA", count=1)
+    ended = store.end("billing.queued", START, ttl_ms=60_000, last_run=None)
+    proxy.delay_replies(LATE_S, matching=b"EVALSHA", count=1)
+    finished = run_state.finish("billing.plain", START, ttl_ms=60_000)
+
+    assert proxy.delayed == 2
+    assert proxy.connections >= connections + 2, "each sent again on a new connection"
+    assert (ended.promoted, ended.finish_error) == (later, None)
+    assert run_state.running("billing.queued") == later
+    assert finished is None
+    assert run_state.running("billing.plain") is None
