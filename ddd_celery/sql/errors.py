@@ -32,9 +32,10 @@ class StoreUnavailableError(ConnectionError):
 
 
 class UnstorableValueError(ValueError):
-    """A value the database cannot keep: a NUL character in a text (PostgreSQL), a key past
-    what an index holds. Permanent, so never a ``StoreUnavailableError``: asking again gives the
-    same answer. The message names what was being done, never the value."""
+    """A value the database cannot keep: a NUL character in a text (PostgreSQL), a text that is
+    not UTF-8 (a lone surrogate), a key past what an index holds. Permanent, so never a
+    ``StoreUnavailableError``: asking again gives the same answer. The message names what was
+    being done, never the value."""
 
 
 class MissingTablesError(LookupError):
@@ -73,6 +74,11 @@ def unavailable_as(error: type[ConnectionError], doing: str) -> Iterator[None]:
         raise
     except PoolTimeoutError as cause:
         raise error(f"the database could not be asked to {doing} ({_kind(cause)})") from cause
+    except UnicodeEncodeError:
+        # a lone surrogate: the driver's error holds the whole text, so it is not chained
+        raise UnstorableValueError(
+            f"the database cannot keep a value given to {doing} (a text that is not UTF-8)"
+        ) from None
 
 
 def _sqlstate(cause: StatementError) -> str:

@@ -9,10 +9,11 @@ relays never wait on each other's rows (SQLite serialises writers instead).
 
 Every statement that changes a job is safe to send twice, so a statement whose reply was lost
 (the connection dropped after the COMMIT was sent) is sent again, bounded (``Connector.run``),
-and a short drop gives the answer of one call. ``lease_token`` is the job's last lease: while
-running its attempt's, after ``complete``, ``fail`` or ``release`` the attempt that concluded
-it (so that report sent again answers as the first did), none after a cancel, an expiry or
-``retry_dead``. A claim carries the caller's token, so a claim sent again answers the same lease;
+and a short drop gives the answer of one call. ``lease_token`` is the token of the job's last
+lease, kept once it ended: a claim carries the caller's token, so a claim sent again answers the
+same lease while it runs and never starts another attempt; ``lease_ended`` says which report
+ended it (``complete``, ``fail``, ``release``; NULL while it runs, or when it expired or was
+cancelled), so that report sent again answers as the first did and any other is refused.
 ``relay_token`` names the ``take_due`` call that last published the job, so that call sent again
 answers the same dispatches.
 
@@ -93,13 +94,8 @@ PURGE_BATCH = 1_000
 _CLAIMABLE = sorted(status.value for status in CLAIMABLE)
 _FINISHED = sorted(status.value for status in JobStatus if status.finished)
 _RUNNING = JobStatus.RUNNING.value
-_CONCLUDED = {
-    "complete": {JobStatus.SUCCEEDED.value},
-    "fail": {JobStatus.FAILED.value, JobStatus.DEAD.value},
-    "release": {JobStatus.QUEUED.value},
-}
-"""What each report leaves the job in: the same report sent again by the attempt that made it
-finds the job there, under that attempt's token, and answers as the first did."""
+_ENDING = ("complete", "fail", "release")
+"""The reports that end a lease, as ``lease_ended`` names them."""
 
 
 class SqlJobStore(JobStore):
@@ -190,12 +186,12 @@ class SqlJobStore(JobStore):
             return job.id if earlier is None else str(earlier)
 
         try:
-            return self._connector.run(f"add the job {job.id!r}", work)
+            return self._connector.run(f"add the job {_named(job.id)}", work)
         except UnstorableValueError as error:
-            field = _unstorable_field(job)
+            field = self._unstorable_field(job)
             raise InvalidEnqueueError(
-                f"the database cannot keep its {field} (a NUL character, or longer than an "
-                "index holds)",
+                f"the database cannot keep its {field} (a NUL character, a text that is not "
+                "UTF-8, or longer than an index holds)",
                 job=job.name,
                 field=field,
             ) from error
@@ -209,7 +205,11 @@ class SqlJobStore(JobStore):
         if not self._storable(job_id, token):
             return None
         table = self._table
-        claimable = and_(table.c.status.in_(_CLAIMABLE), table.c.run_at <= at)
+        claimable = and_(
+            table.c.status.in_(_CLAIMABLE),
+            table.c.run_at <= at,
+            table.c.lease_token.is_distinct_from(token),  # a token names one attempt only
+        )
         ours = and_(table.c.status == _RUNNING, table.c.lease_token == token)
 
         def work(connection: Connection, again: bool) -> Row[Any] | None:
@@ -220,7 +220,7 @@ class SqlJobStore(JobStore):
                 .returning(*table.c)
             ).first()
 
-        row = self._connector.run(f"claim the job {job_id!r}", work)
+        row = self._connector.run(f"claim the job {_named(job_id)}", work)
         return None if row is None else _claimed(row)
 
     def claim_due(
@@ -344,7 +344,7 @@ class SqlJobStore(JobStore):
         cancel = (
             update(table)
             .where(table.c.id == job_id, table.c.status.in_(cancellable), reach)
-            .values(**_finished(JobStatus.CANCELLED, at), lease_token=None)
+            .values(**_finished(JobStatus.CANCELLED, at), lease_ended=None)
             .returning(table.c.id)
         )
         cancelled = select(table.c.id).where(
@@ -356,14 +356,16 @@ class SqlJobStore(JobStore):
                 return True
             return connection.execute(cancelled).first() is not None  # a cancel sent again
 
-        return self._connector.run(f"cancel the job {job_id!r}", work)
+        return self._connector.run(f"cancel the job {_named(job_id)}", work)
 
     def find(self, job_id: str, *, tenant_id: str | None) -> StoredJob | None:
         reach = self._reach(tenant_id)
         if not self._storable(job_id, tenant_id):
             return None
         table = self._table
-        with self._connector.transaction(f"find the job {job_id!r}", single=True) as connection:
+        with self._connector.transaction(
+            f"find the job {_named(job_id)}", single=True
+        ) as connection:
             row = connection.execute(select(table).where(table.c.id == job_id, reach)).first()
         return None if row is None else _job(row)
 
@@ -377,7 +379,7 @@ class SqlJobStore(JobStore):
             update(table)
             .where(table.c.id == job_id, table.c.status == JobStatus.DEAD.value, reach)
             .values(**_claimable(JobStatus.QUEUED, at), attempts=0, finished_at=None)
-            .values(lease_token=None)
+            .values(lease_ended=None)  # queued anew: no report of the attempt that died is one
             .returning(table.c.id)
         )
         retried = select(table.c.id).where(  # what this call left, if an earlier send of it
@@ -394,7 +396,7 @@ class SqlJobStore(JobStore):
                 return True
             return again and connection.execute(retried).first() is not None
 
-        return self._connector.run(f"retry the dead job {job_id!r}", work)
+        return self._connector.run(f"retry the dead job {_named(job_id)}", work)
 
     def list_jobs(
         self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
@@ -539,7 +541,6 @@ class SqlJobStore(JobStore):
                     finished_at=case((exhausted, at), else_=None),
                     last_error_code=JOB_INTERRUPTED,
                     last_error_type=JobInterruptedError.__name__,
-                    lease_token=None,  # expired, not concluded by its attempt: reports refused
                     lease_expires_at=None,
                     dispatched_at=None,
                     relay_at=case((exhausted, None), else_=at),
@@ -552,9 +553,10 @@ class SqlJobStore(JobStore):
     def _report(self, lease: JobLease, doing: str, values: dict[str, Any]) -> None:
         """Apply ``values`` to the job if ``lease`` is still its own, else ``LostLeaseError``.
 
-        A report the lease's attempt already made (``_CONCLUDED``) answers as it did.
+        A report that ends the lease (``_ENDING``) sent again answers as the first did.
         """
         table = self._table
+        ends = doing in _ENDING
         report = (
             update(table)
             .where(
@@ -562,27 +564,26 @@ class SqlJobStore(JobStore):
                 table.c.status == _RUNNING,
                 table.c.lease_token == lease.token,
             )
-            .values(**values)
+            .values(**values, **({"lease_ended": doing} if ends else {}))
             .returning(table.c.id)
         )
-        concluded = _CONCLUDED.get(doing)
         made = select(table.c.id).where(
             table.c.id == lease.job_id,
-            table.c.status.in_(sorted(concluded or ())),
             table.c.lease_token == lease.token,
+            table.c.lease_ended == doing,
         )
 
         def work(connection: Connection, again: bool) -> bool:
             if connection.execute(report).first() is not None:
                 return True
-            return concluded is not None and connection.execute(made).first() is not None
+            return ends and connection.execute(made).first() is not None
 
         held = self._storable(lease.job_id, lease.token) and self._connector.run(
-            f"{doing} the job {lease.job_id!r}", work
+            f"{doing} the job {_named(lease.job_id)}", work
         )
         if not held:
             raise LostLeaseError(
-                f"cannot {doing} job {lease.job_id!r}: the lease of attempt "
+                f"cannot {doing} job {_named(lease.job_id)}: the lease of attempt "
                 f"{lease.attempt} is no longer the job's (it expired and was handed back, or "
                 "the job was cancelled)"
             )
@@ -594,29 +595,47 @@ class SqlJobStore(JobStore):
         return self._table.c.tenant_id == tenant_id
 
     def _storable(self, *texts: str | None) -> bool:
-        """Whether the database can hold each of ``texts``: one it cannot (a NUL character on
-        PostgreSQL) names no job, so a lookup by it finds none without asking."""
-        return not self._postgresql or not any(text and "\x00" in text for text in texts)
+        """Whether the database can hold each of ``texts``: one it cannot names no job, so a
+        lookup by it finds none without asking."""
+        return all(_keepable(text, self._postgresql) for text in texts if text)
+
+    def _unstorable_field(self, job: NewJob) -> str:
+        """The field of ``job`` the database could not keep: one it cannot hold as text, else
+        the longest of the indexed ones (a key past what an index holds)."""
+        texts = {
+            "id": job.id,
+            "name": job.name,
+            "queue": job.queue,
+            "tenant_id": job.enqueued_by.tenant_id,
+            "idempotency_key": job.idempotency_key,
+            "actor": job.enqueued_by.actor,
+            "correlation_id": job.enqueued_by.correlation_id,
+            "traceparent": job.enqueued_by.traceparent,
+        }
+        for field, text in texts.items():
+            if text and not _keepable(text, self._postgresql):
+                return field
+        indexed = ("idempotency_key", "tenant_id", "id")
+        return max(indexed, key=lambda field: len((texts[field] or "").encode()))
 
 
-def _unstorable_field(job: NewJob) -> str:
-    """The field of ``job`` the database could not keep: one holding a NUL character, else the
-    longest of the indexed ones (a key past what an index holds)."""
-    texts = {
-        "id": job.id,
-        "name": job.name,
-        "queue": job.queue,
-        "tenant_id": job.enqueued_by.tenant_id,
-        "idempotency_key": job.idempotency_key,
-        "actor": job.enqueued_by.actor,
-        "correlation_id": job.enqueued_by.correlation_id,
-        "traceparent": job.enqueued_by.traceparent,
-    }
-    for field, text in texts.items():
-        if text and "\x00" in text:
-            return field
-    indexed = ("idempotency_key", "tenant_id", "id")
-    return max(indexed, key=lambda field: len((texts[field] or "").encode()))
+def _keepable(text: str, postgresql: bool) -> bool:
+    """UTF-8 (no lone surrogate), and no NUL character on PostgreSQL."""
+    if postgresql and "\x00" in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _named(job_id: str) -> str:
+    """A job id as a message quotes it: whole when short (ids are generated), else its start."""
+    return repr(job_id) if len(job_id) <= _QUOTED else f"{job_id[:_QUOTED]!r}..."
+
+
+_QUOTED = 100
 
 
 def _claim_values(table: Any, token: Any, expires: int) -> dict[str, Any]:
@@ -627,6 +646,7 @@ def _claim_values(table: Any, token: Any, expires: int) -> dict[str, Any]:
             (table.c.status == _RUNNING, table.c.attempts), else_=table.c.attempts + 1
         ),
         "lease_token": token,
+        "lease_ended": None,
         "lease_expires_at": expires,
         "dispatched_at": None,
         "relay_at": None,
@@ -635,7 +655,7 @@ def _claim_values(table: Any, token: Any, expires: int) -> dict[str, Any]:
 
 
 def _finished(status: JobStatus, at: int) -> dict[str, Any]:
-    """Finished at ``at``; ``lease_token`` stays the attempt's that finished it, if any."""
+    """Finished at ``at``; ``lease_token`` stays the last attempt's, if any."""
     return {
         "status": status.value,
         "finished_at": at,

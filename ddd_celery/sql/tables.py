@@ -107,6 +107,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
         Column("last_error_code", Text),
         Column("last_error_type", Text),
         Column("lease_token", Text),
+        Column("lease_ended", Text),
         Column("lease_expires_at", BigInteger),
         Column("finished_at", BigInteger),
         Column("dispatched_at", BigInteger),
