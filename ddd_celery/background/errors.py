@@ -11,13 +11,16 @@ from ddd_celery.scheduling.errors import UNKNOWN_JOB, SchedulingError
 INVALID_ENQUEUE = "INVALID_ENQUEUE"
 ATTEMPTS_EXHAUSTED = "ATTEMPTS_EXHAUSTED"
 JOB_INTERRUPTED = "JOB_INTERRUPTED"
+JOB_NOT_ADDED = "JOB_NOT_ADDED"
 
 
 class InvalidEnqueueError(SchedulingError, ValueError):
-    """A job that cannot be enqueued as asked: a payload its type refuses or JSON cannot carry,
-    or a ``delay_ms``/``run_at`` out of its values.
+    """A job that cannot be enqueued as asked: a payload its type refuses, JSON cannot carry
+    or a store cannot keep (too large, too deep, a NUL character), a tenant id or idempotency key
+    a store cannot keep, or a ``delay_ms``/``run_at`` out of its values.
 
-    The message names the job and the field (``field``), never the value: it may quote data.
+    The message names the job and the field (``field``, a path without dict keys), never the
+    value: it may quote data.
     """
 
     code = INVALID_ENQUEUE
@@ -43,3 +46,20 @@ class JobInterruptedError(SchedulingError):
     """The attempt lost its lease (cancelled, or expired and claimed again) while it ran."""
 
     code = JOB_INTERRUPTED
+
+
+class JobNotAddedAfterCommitError(SchedulingError, RuntimeError):
+    """The unit of work committed, but the store could not add its job after the commit.
+
+    Not a rollback: the work is kept, and its job ``job_id`` is not known to be. A store that
+    stopped answering may still add it once it answers (an add with the same id is harmless):
+    enqueue it again with the same idempotency key, never by redoing the work. ``__cause__`` is
+    the store's last error.
+    """
+
+    code = JOB_NOT_ADDED
+
+    def __init__(self, message: str, *, job: str, job_id: str, attempts: int) -> None:
+        super().__init__(f"job {job!r}: {message}", job=job)
+        self.job_id = job_id
+        self.attempts = attempts

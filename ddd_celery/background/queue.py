@@ -6,8 +6,17 @@ traceparent), adds it to the store and publishes its wake-up after the unit of w
 * a store that writes in the caller's transaction (``store.transactional``): added now, in it;
   published after the commit;
 * any other store (Redis, memory): inside a unit of work, added and published after the commit,
-  neither on rollback; outside one, at once. An add that fails after the commit raises from the
-  end of the unit of work: the work committed, the job was not kept, and the caller is told.
+  neither on rollback; outside one, at once. An add after the commit that finds the store
+  unreachable is sent again (the same job id, so a store that did add it keeps one job) for up
+  to ``add_retry_ms``, counted from the first add that failed, so a short outage costs a wait;
+  what still fails raises ``JobNotAddedAfterCommitError`` from the end of the unit of work,
+  naming the job id and saying the work committed, and is sent to the ``ErrorReporter``.
+
+Before any store is asked, ``enqueue`` refuses (``InvalidEnqueueError``, the same on every
+store) what some store cannot keep: a payload larger than ``max_payload_bytes`` as JSON, nested
+deeper than ``MAX_NESTING``, with a NUL character in a string; a tenant id (at most
+``MAX_TENANT_ID_BYTES``), idempotency key (``MAX_IDEMPOTENCY_KEY_BYTES``), correlation id,
+actor or traceparent with a NUL character or a lone surrogate, or an empty tenant id.
 
 A job due later is added without a wake-up: the relay publishes it when it is due, so a delay
 of hours lives in the store, never in a broker. A publish that fails is logged and left to the
@@ -21,15 +30,24 @@ same key in the same tenant returns the same id even when the add waits for a co
 from __future__ import annotations
 
 import logging
-import uuid
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ddd_celery.background.errors import InvalidEnqueueError, UnknownBackgroundJobError
-from ddd_celery.background.payloads import to_stored
+from ddd_celery.background.errors import (
+    InvalidEnqueueError,
+    JobNotAddedAfterCommitError,
+    UnknownBackgroundJobError,
+)
+from ddd_celery.background.payloads import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    check_storable,
+    check_text,
+    to_stored,
+)
 from ddd_celery.background.publisher import JobPublisher
-from ddd_celery.background.rules import tenant_key_of
+from ddd_celery.background.rules import keyed_job_id
 from ddd_celery.background.store import Dispatch, EnqueuedBy, JobStore, NewJob, StoredJob
 from ddd_celery.declarations.background import (
     BackgroundJobDeclaration,
@@ -39,13 +57,19 @@ from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.ids import IdGenerator
 from ddd_celery.kernel.instants import to_utc
 from ddd_celery.kernel.job_queue import BackgroundJobView, JobQueue
+from ddd_celery.kernel.reporting import ErrorReporter
 from ddd_celery.kernel.scope import ExecutionScope
 from ddd_celery.kernel.unit_of_work import UnitOfWork
 
 PUBLISH_FAILED = "Background job not published, the relay will"
+NOT_ADDED_AFTER_COMMIT = "Background job not added after its unit of work committed"
+DEFAULT_ADD_RETRY_MS = 5_000
+"""How long an add after a commit is retried: a store restarting or failing over, not down."""
+MAX_TENANT_ID_BYTES = 256
+MAX_IDEMPOTENCY_KEY_BYTES = 512
+_FIRST_RETRY_S = 0.05
+_LONGEST_RETRY_S = 1.0
 DEFAULT_LOGGER = "ddd_celery.background"
-_KEYED_IDS = uuid.UUID("0b6f1e4e-4d0c-4b61-9a53-5f3f7d2c8a10")
-"""The namespace of the ids derived from an idempotency key (UUID version 5)."""
 
 
 class StoredJobQueue(JobQueue):
@@ -54,6 +78,8 @@ class StoredJobQueue(JobQueue):
     ``declarations`` limits the jobs it knows (the ``@background`` classes, or their
     declarations); by default every job declared in the process. ``traceparent`` returns the
     W3C traceparent of the work in progress (or None); without it, the scope's is kept.
+    ``max_payload_bytes`` bounds a payload's JSON; ``add_retry_ms`` how long an add after a
+    commit is retried; ``errors`` receives each ``JobNotAddedAfterCommitError``.
     """
 
     def __init__(
@@ -68,7 +94,16 @@ class StoredJobQueue(JobQueue):
         traceparent: Callable[[], str | None] | None = None,
         declarations: Iterable[BackgroundJobDeclaration | type[Any]] | None = None,
         logger: logging.Logger | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        add_retry_ms: int = DEFAULT_ADD_RETRY_MS,
+        errors: ErrorReporter | None = None,
     ) -> None:
+        for setting, value in (
+            ("max_payload_bytes", max_payload_bytes),
+            ("add_retry_ms", add_retry_ms),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{setting} must be an int >= 0, not {value!r}")
         self._store = store
         self._clock = clock
         self._ids = ids
@@ -77,6 +112,13 @@ class StoredJobQueue(JobQueue):
         self._publisher = publisher
         self._traceparent = traceparent
         self._logger = logger or logging.getLogger(DEFAULT_LOGGER)
+        self._max_payload_bytes = max_payload_bytes
+        self._add_retry_s = add_retry_ms / 1000
+        self._errors = errors
+        self._failing_since: float | None = None
+        """When the adds after a commit began to fail (monotonic s); None while they succeed."""
+        self._failed_at = 0.0
+        """When an add after a commit last failed (monotonic s)."""
         self._declarations: dict[str, BackgroundJobDeclaration] | None = None
         if declarations is not None:
             self._declarations = {}
@@ -98,17 +140,23 @@ class StoredJobQueue(JobQueue):
         declaration = self._declaration(job)
         name = declaration.name
         stored = to_stored(name, payload, declaration.payload_type)
+        check_storable(name, stored, max_payload_bytes=self._max_payload_bytes)
         now = self._clock.now()
         due_at = _run_at(name, now, delay_ms, run_at)
-        if idempotency_key is not None and not isinstance(idempotency_key, str):
-            raise InvalidEnqueueError(
-                "idempotency_key must be a str", job=name, field="idempotency_key"
+        if idempotency_key is not None:
+            if not isinstance(idempotency_key, str):
+                raise InvalidEnqueueError(
+                    "idempotency_key must be a str", job=name, field="idempotency_key"
+                )
+            check_text(
+                name, "idempotency_key", idempotency_key, max_bytes=MAX_IDEMPOTENCY_KEY_BYTES
             )
         enqueued_by = self._enqueued_by()
+        _check_enqueued_by(name, enqueued_by)
         job_id = (
             self._ids.next_id()
             if idempotency_key is None
-            else str(uuid.uuid5(_KEYED_IDS, f"{tenant_key_of(enqueued_by)}\x1f{idempotency_key}"))
+            else keyed_job_id(enqueued_by.tenant_id, idempotency_key)
         )
         dispatched = due_at <= now and self._publisher is not None
         new = NewJob(
@@ -136,7 +184,7 @@ class StoredJobQueue(JobQueue):
             added = self._store.add(new, dispatched=dispatched)
             unit_of_work.after_commit(lambda: publish(added))
             return added
-        unit_of_work.after_commit(lambda: publish(self._store.add(new, dispatched=dispatched)))
+        unit_of_work.after_commit(lambda: publish(self._add_after_commit(new, dispatched)))
         return job_id
 
     def find(self, job_id: str) -> BackgroundJobView | None:
@@ -199,6 +247,67 @@ class StoredJobQueue(JobQueue):
         context = self._scope.current()
         return None if context is None else context.tenant_id
 
+    def _add_after_commit(self, job: NewJob, dispatched: bool) -> str:
+        """Add ``job`` once its unit of work committed, retrying a store that cannot be asked.
+
+        The same job id is sent each time, so an add that did reach the store before its reply
+        was lost keeps one job. Retried while less than ``add_retry_ms`` has passed since the
+        outage began (the first failing add of this queue, in any unit, after a success or a
+        quiet ``add_retry_ms``): once it outlasts that, each add is tried once until one
+        succeeds, so a long outage does not hold every commit that long.
+        """
+        attempts = 0
+        wait = _FIRST_RETRY_S
+        while True:
+            attempts += 1
+            started = time.monotonic()
+            try:
+                added = self._store.add(job, dispatched=dispatched)
+            except ConnectionError as error:
+                failing_since = self._failing_since
+                if failing_since is None or started - self._failed_at > self._add_retry_s:
+                    failing_since = self._failing_since = started
+                self._failed_at = failed_at = time.monotonic()
+                left = failing_since + self._add_retry_s - failed_at
+                if left > 0:
+                    time.sleep(min(wait, left))
+                    wait = min(wait * 2, _LONGEST_RETRY_S)
+                    continue
+                raise self._not_added(job, attempts, error) from error
+            except Exception as error:  # not an outage: sending it again would not help
+                raise self._not_added(job, attempts, error) from error
+            self._failing_since = None
+            return added
+
+    def _not_added(
+        self, job: NewJob, attempts: int, error: Exception
+    ) -> JobNotAddedAfterCommitError:
+        """The error of an add after the commit given up on, logged and reported."""
+        not_added = JobNotAddedAfterCommitError(
+            f"its unit of work committed, but the job {job.id!r} could not be added to the "
+            f"store after it ({attempts} attempt(s), {type(error).__name__}); it may still be "
+            "added if the store received a request before it stopped answering: enqueue it "
+            "again with the same idempotency key, the work is not to be redone",
+            job=job.name,
+            job_id=job.id,
+            attempts=attempts,
+        )
+        not_added.__cause__ = error
+        context = {
+            "job": job.name,
+            "job_id": job.id,
+            "correlation_id": job.enqueued_by.correlation_id,
+            "tenant_id": job.tenant_id,
+            "error_type": type(error).__name__,
+        }
+        self._logger.error(NOT_ADDED_AFTER_COMMIT, extra=context)
+        if self._errors is not None:
+            try:
+                self._errors.report(not_added, context)
+            except Exception:  # a reporter's failure must not hide the error itself
+                self._logger.exception(NOT_ADDED_AFTER_COMMIT, extra=context)
+        return not_added
+
     def _publish(self, dispatch: Dispatch) -> None:
         assert self._publisher is not None
         try:
@@ -229,6 +338,25 @@ def view_of(job: StoredJob) -> BackgroundJobView:
         finished_at=job.finished_at,
         tenant_id=job.tenant_id,
     )
+
+
+def _check_enqueued_by(job: str, by: EnqueuedBy) -> None:
+    """Refuse the texts of the enqueuing work a store cannot keep (its columns, its keys)."""
+    if by.tenant_id is not None:
+        if by.tenant_id == "":
+            raise InvalidEnqueueError(
+                "the tenant id is empty: a tenant id is never the empty text",
+                job=job,
+                field="tenant_id",
+            )
+        check_text(job, "tenant_id", by.tenant_id, max_bytes=MAX_TENANT_ID_BYTES)
+    for field, text in (
+        ("correlation_id", by.correlation_id),
+        ("actor", by.actor),
+        ("traceparent", by.traceparent),
+    ):
+        if text is not None:
+            check_text(job, field, text)
 
 
 def _declared(job_class: type[Any]) -> BackgroundJobDeclaration:

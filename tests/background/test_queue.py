@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ConfigDict
 
+from ddd_celery import BackgroundJobExecution, background
 from ddd_celery.background import (
     Dispatch,
     InMemoryJobStore,
@@ -18,10 +20,12 @@ from ddd_celery.background import (
     StoredJobQueue,
     UnknownBackgroundJobError,
 )
-from ddd_celery.background.queue import PUBLISH_FAILED
+from ddd_celery.background.errors import JobNotAddedAfterCommitError
+from ddd_celery.background.queue import NOT_ADDED_AFTER_COMMIT, PUBLISH_FAILED
 from ddd_celery.kernel import (
     FixedClock,
     FixedExecutionScope,
+    InMemoryErrorReporter,
     InMemoryUnitOfWork,
     JobQueue,
     SequentialIdGenerator,
@@ -35,6 +39,7 @@ from tests.background.jobs import (
 )
 
 COMPILE = "ledger.compile-statements"
+RECEIPT = "ledger.send-receipt"
 
 
 class RecordingPublisher(JobPublisher):
@@ -127,11 +132,12 @@ def test_a_missing_field_is_named(jobs: StoredJobQueue) -> None:
 @pytest.mark.parametrize(
     ("payload", "field"),
     [
-        ({"when": datetime(2026, 1, 1, tzinfo=UTC)}, "payload.when"),
-        ({"ids": [1, (2, 3)]}, "payload.ids[1]"),
-        ({"ratio": math.nan}, "payload.ratio"),
-        ({"nested": {1: "x"}}, "payload.nested (a key that is not a str)"),
-        ({"items": {"a", "b"}}, "payload.items"),
+        ({"when": datetime(2026, 1, 1, tzinfo=UTC)}, "payload.<key>"),
+        ({"ids": [1, (2, 3)]}, "payload.<key>[1]"),
+        ({"ratio": math.nan}, "payload.<key>"),
+        ({"nested": {1: "x"}}, "payload.<key> (a key that is not a str)"),
+        ({"items": {"a", "b"}}, "payload.<key>"),
+        ([{"ok": 1}, [math.inf]], "payload[1][0]"),
         (object(), "payload"),
     ],
 )
@@ -143,6 +149,78 @@ def test_a_plain_payload_json_cannot_carry_is_refused_naming_the_field(
 
     assert raised.value.field == field
     assert raised.value.job == "ledger.send-receipt"
+
+
+def test_a_payload_key_is_never_quoted_since_a_key_can_be_data(jobs: StoredJobQueue) -> None:
+    with pytest.raises(InvalidEnqueueError) as raised:
+        jobs.enqueue(SendReceiptJob, {"patients": {"ssn-078-05-1120": {1, 2}}})
+
+    assert str(raised.value) == (
+        "job 'ledger.send-receipt': payload.<key>.<key> cannot be carried as JSON"
+    )
+
+
+class Tally(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    counts: dict[str, int]
+    lines: list[Line] = []
+
+
+class Line(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    amount: int
+
+
+@background("ledger.tally", max_attempts=1)
+class TallyJob:
+    def run(self, payload: Tally, execution: BackgroundJobExecution) -> None:
+        raise AssertionError("these specs only enqueue")
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"counts": {"ssn-078-05-1120": "many"}}, "counts.<key>"),
+        (
+            {"counts": {}, "lines": [{"amount": 1}, {"amount": "ssn-078-05-1120"}]},
+            "lines[1].amount",
+        ),
+        ({"counts": {}, "ssn-078-05-1120": 1}, "<key>"),
+        ({"counts": {}, "lines": [{"amount": 1, "x" * 100_000: 1}]}, "lines[0].<key>"),
+    ],
+)
+def test_a_model_names_the_field_it_refuses_by_its_own_field_names_only(
+    jobs: StoredJobQueue, payload: Any, field: str
+) -> None:
+    with pytest.raises(InvalidEnqueueError) as raised:
+        jobs.enqueue(TallyJob, payload)
+
+    assert raised.value.field == field
+    assert "ssn" not in str(raised.value)
+    assert len(str(raised.value)) < 200
+
+
+def test_a_model_nested_past_its_serializers_depth_is_refused_not_raised_as_an_error_of_its_own(
+    jobs: StoredJobQueue,
+) -> None:
+    deep: Any = {}
+    for _ in range(2_000):
+        deep = {"a": deep}
+
+    with pytest.raises(InvalidEnqueueError, match="nested deeper than 100 levels"):
+        jobs.enqueue(OpaqueJob, {"document": deep})
+
+
+class Opaque(BaseModel):
+    document: Any
+
+
+@background("ledger.opaque", max_attempts=1)
+class OpaqueJob:
+    def run(self, payload: Opaque, execution: BackgroundJobExecution) -> None:
+        raise AssertionError("these specs only enqueue")
 
 
 def test_a_plain_json_payload_is_kept_as_given(
@@ -495,20 +573,143 @@ def test_retry_dead_publishes_when_the_queue_has_a_publisher(
 
 
 class UnreachableStore(InMemoryJobStore):
+    """A store whose next ``failures`` adds raise ``error`` (each one counted)."""
+
+    def __init__(self, failures: int = 1_000_000, error: Exception | None = None) -> None:
+        super().__init__()
+        self.failures = failures
+        self.adds = 0
+        self._error = error or ConnectionError("the store cannot be reached")
+
     def add(self, job: Any, *, dispatched: bool) -> str:
-        raise ConnectionError("the store cannot be reached")
+        self.adds += 1
+        if self.failures > 0:
+            self.failures -= 1
+            raise self._error
+        return super().add(job, dispatched=dispatched)
 
 
-def test_an_add_that_fails_after_the_commit_is_raised_to_the_caller(
+def test_an_add_after_the_commit_is_sent_again_while_the_store_cannot_be_asked(
     clock: FixedClock, scope: FixedExecutionScope
 ) -> None:
-    unit_of_work = InMemoryUnitOfWork()
-    jobs = queue_with(UnreachableStore(), clock, scope, unit_of_work=unit_of_work)
+    unit_of_work, publisher, store = InMemoryUnitOfWork(), RecordingPublisher(), UnreachableStore(2)
+    jobs = queue_with(
+        store, clock, scope, unit_of_work=unit_of_work, publisher=publisher, add_retry_ms=5_000
+    )
+
+    with unit_of_work.begin():
+        job_id = jobs.enqueue(SendReceiptJob, {})
+
+    assert store.adds == 3
+    assert [job.id for job in store.list()] == [job_id]
+    assert [d.job_id for d in publisher.published] == [job_id]
+
+
+def test_an_add_given_up_after_the_commit_raises_an_error_that_says_the_work_committed(
+    clock: FixedClock, scope: FixedExecutionScope, caplog: pytest.LogCaptureFixture
+) -> None:
+    unit_of_work, publisher, reporter = (
+        InMemoryUnitOfWork(),
+        RecordingPublisher(),
+        InMemoryErrorReporter(),
+    )
+    store = UnreachableStore()
+    jobs = queue_with(
+        store,
+        clock,
+        scope,
+        unit_of_work=unit_of_work,
+        publisher=publisher,
+        add_retry_ms=200,
+        errors=reporter,
+    )
+
+    def use_case() -> str:
+        with scope.open(work(tenant="t-1", correlation_id="corr-9")), unit_of_work.begin():
+            return jobs.enqueue(SendReceiptJob, {"card": "4111"})
+
+    with (
+        caplog.at_level(logging.ERROR, logger="ddd_celery.background"),
+        pytest.raises(JobNotAddedAfterCommitError) as raised,
+    ):
+        use_case()
+
+    error = raised.value
+    assert not isinstance(error, ConnectionError)
+    assert unit_of_work.commits == 1
+    assert (error.code, error.job, error.job_id) == ("JOB_NOT_ADDED", RECEIPT, "job-1")
+    assert "committed" in str(error)
+    assert "'job-1'" in str(error)
+    assert error.attempts == store.adds > 1
+    assert isinstance(error.__cause__, ConnectionError)
+    assert "4111" not in str(error)
+    [(reported, context)] = reporter.reported
+    assert reported is error
+    assert context == {
+        "job": RECEIPT,
+        "job_id": "job-1",
+        "correlation_id": "corr-9",
+        "tenant_id": "t-1",
+        "error_type": "ConnectionError",
+    }
+    [record] = caplog.records
+    assert record.getMessage() == NOT_ADDED_AFTER_COMMIT
+    assert (record.job, record.job_id) == (RECEIPT, "job-1")  # type: ignore[attr-defined]
+    assert store.list() == []
+    assert publisher.published == []
+
+
+def test_once_an_outage_outlasts_the_retry_each_add_after_a_commit_is_tried_once(
+    clock: FixedClock, scope: FixedExecutionScope
+) -> None:
+    unit_of_work, store = InMemoryUnitOfWork(), UnreachableStore()
+    jobs = queue_with(store, clock, scope, unit_of_work=unit_of_work, add_retry_ms=200)
 
     def use_case() -> None:
         with unit_of_work.begin():
             jobs.enqueue(SendReceiptJob, {})
 
-    with pytest.raises(ConnectionError, match="cannot be reached"):
+    with pytest.raises(JobNotAddedAfterCommitError):
         use_case()
+    retried = store.adds
+    with pytest.raises(JobNotAddedAfterCommitError) as raised:
+        use_case()
+
+    assert retried > 1
+    assert raised.value.attempts == 1
+    store.failures = 0
+    use_case()
+    store.failures = 2
+    use_case()
+    assert store.adds == retried + 1 + 1 + 3, "a success ends the outage: retried again"
+    assert len(store.list()) == 2
+
+
+def test_an_add_that_fails_after_the_commit_for_another_reason_is_not_sent_again(
+    clock: FixedClock, scope: FixedExecutionScope
+) -> None:
+    unit_of_work = InMemoryUnitOfWork()
+    store = UnreachableStore(error=ValueError("the store refuses it"))
+    jobs = queue_with(store, clock, scope, unit_of_work=unit_of_work, add_retry_ms=5_000)
+
+    def use_case() -> None:
+        with unit_of_work.begin():
+            jobs.enqueue(SendReceiptJob, {})
+
+    with pytest.raises(JobNotAddedAfterCommitError) as raised:
+        use_case()
+
+    assert store.adds == raised.value.attempts == 1
+    assert isinstance(raised.value.__cause__, ValueError)
     assert unit_of_work.commits == 1
+
+
+def test_an_add_outside_a_unit_of_work_raises_the_stores_error_at_once(
+    clock: FixedClock, scope: FixedExecutionScope
+) -> None:
+    store = UnreachableStore()
+    jobs = queue_with(store, clock, scope, add_retry_ms=5_000)
+
+    with pytest.raises(ConnectionError, match="cannot be reached"):
+        jobs.enqueue(SendReceiptJob, {})
+    assert store.adds == 1
