@@ -145,6 +145,9 @@ class _Passes:
         self._at: datetime | None = None
         self._skipped = 0
         self._thread: threading.Thread | None = None
+        self._failed = 0
+        self._failing: tuple[datetime, str] | None = None
+        """Since when the passes fail, and the type of the last error: the pass thread's own."""
 
     def in_progress(self) -> datetime | None:
         """The instant of the pass still in progress, else None."""
@@ -176,6 +179,34 @@ class _Passes:
             )
             self._thread.start()
         self._work.put(run)
+
+    def ended(self, at: datetime, error: Exception | None) -> None:
+        """Say at ERROR why a pass failed, once per run of failures (again when the error
+        changes): each is recorded ``failed`` anyway; and at WARNING when one succeeds again."""
+        if error is None:
+            if self._failing is not None:
+                logger.warning(
+                    "beat: the pass of %s due at %s succeeded; %d passes failed since %s",
+                    self._job,
+                    iso_ms(at),
+                    self._failed,
+                    iso_ms(self._failing[0]),
+                    extra={"job": self._job, "failed": self._failed},
+                )
+            self._failed, self._failing = 0, None
+            return
+        self._failed += 1
+        kind = type(error).__name__
+        if self._failing is None or self._failing[1] != kind:
+            logger.error(
+                "beat: the pass of %s due at %s failed: %s; the next that fail the same way are "
+                "recorded failed without this line, until one succeeds",
+                self._job,
+                iso_ms(at),
+                _one_line(error),
+                extra={"job": self._job, "error_type": kind},
+            )
+        self._failing = (self._failing[0] if self._failing else at, kind)
 
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the pass in progress; whether none is left."""
@@ -858,13 +889,9 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             quiet = run(at) is False  # the job logged what it did: its success line is DEBUG
         except Exception as raised:
             error = raised
-            logger.error(
-                "beat: the pass of %s due at %s failed: %s",
-                job.name,
-                iso_ms(at),
-                _one_line(raised),
-                extra={"job": job.name, "error_type": type(raised).__name__},
-            )
+        passes = self._passes.get(job.name)
+        if passes is not None:
+            passes.ended(at, error)
         occurrence.move(Event.FAILED if error is not None else Event.SUCCEEDED)
         attempt = Attempt(
             job=job.name,

@@ -378,3 +378,42 @@ def test_a_relay_pass_hung_in_its_store_holds_no_scheduled_job_and_its_skips_are
     )
     assert ended.startswith(f"beat: the pass of {RELAY_JOB} due at {seconds[0]} ended after ")
     assert ended.endswith("; 4 occurrences were skipped behind it")
+
+
+def test_relay_passes_failing_in_a_row_say_why_once_and_once_more_when_one_succeeds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class FlakyStore(CountingStore):
+        down = True
+
+        def expire_leases(self, *, now: datetime, limit: int) -> list[Any]:
+            if self.down:
+                raise ConnectionError("the store at 10.0.0.7:6379 refused the connection")
+            return super().expire_leases(now=now, limit=limit)
+
+    clock, store = FixedClock(START), FlakyStore()
+    built = build(clock, store, InMemoryLock(clock))
+    scheduler = JobBeatScheduler(app=built.app)
+    tick(scheduler)
+    for second in range(1, 6):
+        store.down = second <= 3
+        clock.advance(1_000)
+        tick(scheduler)
+
+    outcomes = [run.outcome.value for run in built.runs]
+    assert outcomes == ["failed"] * 3 + ["succeeded"] * 2, "each pass is still recorded"
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name.endswith(".beat")]
+    assert lines == [
+        (
+            "ERROR",
+            f"beat: the pass of {RELAY_JOB} due at {iso_ms(START + timedelta(seconds=1))} "
+            "failed: ConnectionError: the store at 10.0.0.7:6379 refused the connection; the "
+            "next that fail the same way are recorded failed without this line, until one "
+            "succeeds",
+        ),
+        (
+            "WARNING",
+            f"beat: the pass of {RELAY_JOB} due at {iso_ms(START + timedelta(seconds=4))} "
+            f"succeeded; 3 passes failed since {iso_ms(START + timedelta(seconds=1))}",
+        ),
+    ]
