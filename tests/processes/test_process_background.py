@@ -630,3 +630,36 @@ def test_a_claim_or_a_completion_whose_reply_comes_late_still_runs_a_one_attempt
     assert output.count("Background job succeeded") == 1, output
     assert "Background job interrupted" not in output
     assert "could not be followed" not in output
+
+
+def test_the_jobs_a_killed_worker_had_prefetched_run_again_within_about_a_lease_by_default(
+    bg: Background,
+) -> None:
+    """The library's lease (30 s), heartbeat and redispatch: a worker holding two attempts and
+    six prefetched wake-ups is SIGKILLed. The wake-ups stay in kombu's unacked set for its hour
+    of visibility; the relay hands back the two attempts once their lease expires and publishes
+    the six again after ``redispatch_after_ms``, now 30 s by default (it was 5 minutes)."""
+    defaults = {"DDD_TEST_DEFAULTS": "1"}
+    bg.beat(**defaults)
+    worker = bg.worker(pool="prefork", concurrency=2, DDD_TEST_PREFETCH="4", **defaults)
+    wait_until(lambda: "ready." in worker.output(), 30, f"the worker\n{bg.logs()}")
+    ids = [bg.queue.enqueue(NoopJob, {"sleep_s": 1.0}) for _ in range(10)]
+
+    def started() -> list[dict[str, Any]]:
+        return [run for run in bg.records.read("runs") if run["edge"] == "start"]
+
+    wait_until(lambda: len(started()) >= 2, 30, f"two attempts\n{bg.logs()}")
+    # two attempts and six wake-ups prefetched (4 x 2)
+    wait_until(lambda: bg.client.hlen(f"{bg.prefix}unacked") == 8, 10, "the prefetch")
+    worker.kill()
+    killed_at = time.time()
+    bg.worker(pool="prefork", concurrency=2, **defaults)
+
+    def succeeded() -> int:
+        return sum(bg.status(job_id) is JobStatus.SUCCEEDED for job_id in ids)
+
+    wait_until(lambda: succeeded() == len(ids), 75, f"{succeeded()} succeeded\n{bg.logs()}")
+    finished_after = time.time() - killed_at
+
+    assert finished_after < 60, finished_after  # a lease (30 s), its relay tick, the jobs' time
+    assert overlapping(bg.records.read("runs"), [killed_at]) == []
