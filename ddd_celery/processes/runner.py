@@ -81,6 +81,7 @@ DEFAULT_BACKOFF_MS = 10
 """The bound of the first pause after a lost race: about a step's time on a database."""
 DEFAULT_MAX_BACKOFF_MS = 1_000
 
+STEP_RAN = "Process step ran"
 TIMEOUT_IGNORED = "Process timeout no longer armed, ignored"
 STEP_RETRIED = "Process step lost a race for its instance, running it again"
 COMMAND_NOT_SENT = "Process command not sent, its outbox job will"
@@ -242,7 +243,9 @@ class StoredProcessRunner(ProcessRunner):
             stored = self._store.load(name, instance_id, tenant_id=tenant_id, for_update=not first)
             if stored is None and not (step.starts and timeout is None):
                 if timeout is not None:
-                    self._ignored(declaration, instance_id, message, "the instance does not exist")
+                    self._ignored(
+                        declaration, instance_id, tenant_id, message, "the instance does not exist"
+                    )
                     return None
                 raise ProcessNotStartedError(
                     f"step {step.name!r} does not start the process, and instance "
@@ -253,7 +256,9 @@ class StoredProcessRunner(ProcessRunner):
             timeouts = {} if stored is None else dict(stored.timeouts)
             if timeout is not None:
                 if timeouts.get(timeout) != message.job_id:
-                    self._ignored(declaration, instance_id, message, "another job is armed")
+                    self._ignored(
+                        declaration, instance_id, tenant_id, message, "another job is armed"
+                    )
                     return None
                 del timeouts[timeout]  # it fired: its job is the one running now
             state = None if stored is None else _state_of(declaration, stored)
@@ -266,7 +271,8 @@ class StoredProcessRunner(ProcessRunner):
                     process=name,
                 )
             new_state = _stored_state(declaration, decision.state)
-            cancelled = [timeouts.pop(t) for t in decision.disarm if t in timeouts]
+            disarmed = [t for t in decision.disarm if t in timeouts]
+            cancelled = [timeouts.pop(t) for t in disarmed]
             for armed, when in decision.arm.items():
                 previous = timeouts.pop(armed, None)
                 if previous is not None:
@@ -276,6 +282,18 @@ class StoredProcessRunner(ProcessRunner):
             outbox = self._outbox(declaration, instance_id, version + 1, sent)
             saved = StoredProcess(name, instance_id, version + 1, new_state, timeouts, tenant_id)
             self._store.save(saved, expected_version=version)
+            ran = {
+                "process_manager": name,
+                "instance_id": instance_id,
+                "tenant_id": tenant_id,
+                "step": step.name,
+                "version": version + 1,
+                "commands": [type(command).__name__ for command in sent],
+                "armed": sorted(decision.arm),
+                "disarmed": disarmed,
+                "fired": timeout,
+            }
+            self._unit_of_work.after_commit(lambda: self._logger.info(STEP_RAN, extra=ran))
             self._unit_of_work.after_commit(
                 lambda: self._after_commit(saved, sent, outbox, cancelled)
             )
@@ -353,13 +371,19 @@ class StoredProcessRunner(ProcessRunner):
                 )
 
     def _ignored(
-        self, declaration: ProcessDeclaration, instance_id: str, fired: TimeoutFired, why: str
+        self,
+        declaration: ProcessDeclaration,
+        instance_id: str,
+        tenant_id: str | None,
+        fired: TimeoutFired,
+        why: str,
     ) -> None:
         self._logger.info(
             TIMEOUT_IGNORED,
             extra={
                 "process_manager": declaration.name,
                 "instance_id": instance_id,
+                "tenant_id": tenant_id,
                 "timeout": fired.timeout,
                 "job_id": fired.job_id,
                 "reason": why,

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from ddd_celery.background import JobStatus
-from ddd_celery.kernel import TimeoutFired
+from ddd_celery.kernel import Actor, ExecutionContext, TimeoutFired
 from ddd_celery.processes import (
     PROCESS_COMMANDS_JOB,
     InvalidDecisionError,
@@ -19,7 +19,7 @@ from ddd_celery.processes import (
     StoredProcessRunner,
     UnknownProcessError,
 )
-from ddd_celery.processes.runner import STEP_RETRIED, TIMEOUT_IGNORED
+from ddd_celery.processes.runner import STEP_RAN, STEP_RETRIED, TIMEOUT_IGNORED
 from examples.clinic.booking.process import (
     AppointmentBooking,
     BookingState,
@@ -507,3 +507,63 @@ def test_a_backoff_that_is_not_a_positive_int_is_refused(
             unit_of_work=d.unit_of_work,
             **{name: value},  # type: ignore[arg-type]
         )
+
+
+def test_each_step_that_commits_is_logged_with_what_it_sent_armed_disarmed_and_fired(
+    deployment: Deployment, caplog: pytest.LogCaptureFixture
+) -> None:
+    d = deployment
+    with caplog.at_level(logging.INFO, logger="ddd_celery.processes"):
+        with d.scope.open(ExecutionContext("test", Actor("user", "u-1"), "c-1", tenant_id="acme")):
+            d.runner.handle(AppointmentBooking, "a-1", AppointmentBooking.slot_held, held())
+            d.runner.handle(AppointmentBooking, "a-1", AppointmentBooking.payment_received, paid())
+        started = d.runner.handle(Reminder, "r-1", Reminder.start, 1_000)
+        d.runner.timeout(Reminder, {"id": "r-1", "timeout": "nudge", "job_id": "job-x"})  # stale
+        d.runner.timeout(
+            Reminder, {"id": "r-1", "timeout": "nudge", "job_id": started.timeouts["nudge"]}
+        )
+        with pytest.raises(InvalidDecisionError):
+            d.runner.handle(Tally, "t", Tally.set_to, "many")
+
+        def failing_use_case() -> None:
+            with d.unit_of_work.begin():
+                d.runner.handle(Counter, "c", Counter.add, 1)
+                raise RuntimeError("the caller's use case fails: nothing committed")
+
+        with pytest.raises(RuntimeError):
+            failing_use_case()
+
+    ran = [
+        (
+            r.process_manager,  # type: ignore[attr-defined]
+            r.instance_id,  # type: ignore[attr-defined]
+            r.tenant_id,  # type: ignore[attr-defined]
+            r.step,  # type: ignore[attr-defined]
+            r.version,  # type: ignore[attr-defined]
+            r.commands,  # type: ignore[attr-defined]
+            r.armed,  # type: ignore[attr-defined]
+            r.disarmed,  # type: ignore[attr-defined]
+            r.fired,  # type: ignore[attr-defined]
+        )
+        for r in caplog.records
+        if r.getMessage() == STEP_RAN
+    ]
+    assert ran == [
+        (BOOKING, "a-1", "acme", "slot_held", 1, ["RequestPayment"], ["payment"], [], None),
+        (
+            BOOKING,
+            "a-1",
+            "acme",
+            "payment_received",
+            2,
+            ["ConfirmAppointment"],
+            [],
+            ["payment"],
+            None,
+        ),
+        ("tests.reminder", "r-1", None, "start", 1, [], ["nudge"], [], None),
+        ("tests.reminder", "r-1", None, "nudge", 2, ["Noted"], [], [], "nudge"),
+    ]
+    assert {r.levelname for r in caplog.records if r.getMessage() == STEP_RAN} == {"INFO"}
+    [ignored] = [r for r in caplog.records if r.getMessage() == TIMEOUT_IGNORED]
+    assert (ignored.instance_id, ignored.tenant_id, ignored.job_id) == ("r-1", None, "job-x")  # type: ignore[attr-defined]
