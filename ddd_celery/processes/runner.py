@@ -21,9 +21,11 @@ Two steps racing on one instance: the save of the second is refused (its version
 unit of work rolls back (nothing enqueued, nothing sent), and the step runs again on the
 winner's state after a pause drawn at random below ``backoff_ms`` (doubling at each loss, up
 to ``max_backoff_ms``), so that contenders fall out of step; ``max_attempts`` times at most,
-then ``ProcessConflictError``. Inside a unit of work the caller opened, the runner joins it and
-cannot roll it back: a stale save raises at once, and the caller's unit of work (rolled back by
-that error) decides whether to retry.
+then ``ProcessConflictError``. A retry loads the instance ``for_update``: a store that can hold
+it (SQL in a unit of work) makes any racing step wait for the retry's commit, so a retry does not
+lose again, while a first attempt takes no lock. Inside a unit of work the caller opened, the
+runner joins it and cannot roll it back: a stale save raises at once, and the caller's unit of
+work (rolled back by that error) decides whether to retry.
 
 Instances are scoped by tenant as jobs are: every step, timeout and ``find`` reaches the instance
 of the tenant of the execution scope in progress (none outside a scope), so two tenants' ``o-1``
