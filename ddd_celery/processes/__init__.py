@@ -24,6 +24,7 @@ from ddd_celery.processes.errors import (
 from ddd_celery.processes.jobs import (
     PROCESS_COMMANDS_JOB,
     ProcessCommandsJob,
+    ProcessCommandsPayload,
     ProcessTimeoutJob,
     ProcessTimeoutPayload,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidDecisionError",
     "NoTimeoutJobError",
     "ProcessCommandsJob",
+    "ProcessCommandsPayload",
     "ProcessConflictError",
     "ProcessError",
     "ProcessNotStartedError",

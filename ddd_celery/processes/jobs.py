@@ -52,20 +52,32 @@ class ProcessTimeoutJob:
         )
 
 
+class ProcessCommandsPayload(BaseModel):
+    """What an outbox job carries: the commands one step of one instance sends, as stored."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    process: str
+    id: str
+    version: int
+    commands: list[dict[str, Any]]
+
+
 @background(PROCESS_COMMANDS_JOB, max_attempts=10, backoff_ms=1_000, max_backoff_ms=300_000)
 class ProcessCommandsJob:
     """Sends the commands of a step whose process did not live to send them itself.
 
-    Payload ``{"process", "id", "version", "commands": [{"type", "body"}, ...]}``. Each command
-    sent is checkpointed, so a retry starts after it.
+    Payload ``{"process", "id", "version", "commands": [{"type", "body"}, ...]}``
+    (``ProcessCommandsPayload``: one that is not is dead at once with ``INVALID_ENQUEUE``). Each
+    command sent is checkpointed, so a retry starts after it.
     """
 
     def __init__(self, commands: CommandBus) -> None:
         self._commands = commands
 
-    def run(self, payload: Any, execution: BackgroundJobExecution) -> None:
-        declaration = process_declaration_of(payload["process"])
-        stored = payload["commands"]
+    def run(self, payload: ProcessCommandsPayload, execution: BackgroundJobExecution) -> None:
+        declaration = process_declaration_of(payload.process)
+        stored = payload.commands
         start = execution.checkpoint if isinstance(execution.checkpoint, int) else 0
         for index in range(start, len(stored)):
             self._commands.execute(decode_command(declaration, stored[index]))

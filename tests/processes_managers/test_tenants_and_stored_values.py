@@ -14,6 +14,7 @@ from ddd_celery.background import JobStatus
 from ddd_celery.kernel import Actor, ExecutionContext
 from ddd_celery.processes import (
     CorruptProcessStateError,
+    ProcessCommandsJob,
     ProcessNotStartedError,
 )
 from ddd_celery.processes.store import StoredProcess
@@ -210,3 +211,34 @@ def test_a_timeout_payload_that_is_not_one_is_refused_at_enqueue(deployment: Dep
         deployment.jobs.enqueue(AppointmentBookingTimeoutJob, {"process": "p", "id": 7})
     assert getattr(refused.value, "code", None) == "INVALID_ENQUEUE"
     assert deployment.store.list() == []
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"process": "tests.counter", "id": "c", "version": 1},
+        {"process": "tests.counter", "id": "c", "version": "1", "commands": []},
+        {"process": "tests.counter", "id": "c", "version": 1, "commands": [SECRET]},
+        [SECRET],
+    ],
+)
+async def test_an_outbox_job_whose_stored_payload_is_garbage_is_dead_at_once_as_invalid(
+    running: Deployment, payload: object
+) -> None:
+    d = running
+    job_id = d.jobs.enqueue(
+        ProcessCommandsJob,
+        {"process": "tests.counter", "id": "c", "version": 1, "commands": []},
+        delay_ms=1_000,
+    )
+    d.store._jobs[job_id].payload = json.dumps(payload)
+
+    await d.timers.advance(2_000)
+
+    dead = d.job(job_id)
+    assert (dead.status, dead.attempts, dead.last_error_code) == (
+        JobStatus.DEAD,
+        1,
+        "INVALID_ENQUEUE",
+    )
+    assert d.bus.executed == []
