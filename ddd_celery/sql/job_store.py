@@ -363,10 +363,11 @@ class SqlJobStore(JobStore):
         if not self._storable(job_id, tenant_id):
             return None
         table = self._table
-        with self._connector.transaction(
-            f"find the job {_named(job_id)}", single=True
-        ) as connection:
-            row = connection.execute(select(table).where(table.c.id == job_id, reach)).first()
+        query = select(table).where(table.c.id == job_id, reach)
+        row = self._connector.run(
+            f"find the job {_named(job_id)}",
+            lambda connection, again: connection.execute(query).first(),
+        )
         return None if row is None else _job(row)
 
     def retry_dead(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
@@ -409,8 +410,9 @@ class SqlJobStore(JobStore):
         if status is not None:
             query = query.where(table.c.status == JobStatus(status).value)
         query = query.order_by(table.c.enqueued_at.desc(), table.c.id.desc()).limit(limit)
-        with self._connector.transaction("list the jobs", single=True) as connection:
-            rows = connection.execute(query).all()
+        rows = self._connector.run(
+            "list the jobs", lambda connection, again: connection.execute(query).all()
+        )
         return [_job(row) for row in rows]
 
     def purge_finished(self, *, before: datetime) -> int:
@@ -436,8 +438,9 @@ class SqlJobStore(JobStore):
         query = select(table.c.queue, table.c.status, func.count()).group_by(
             table.c.queue, table.c.status
         )
-        with self._connector.transaction("count the jobs", single=True) as connection:
-            rows = connection.execute(query).all()
+        rows = self._connector.run(
+            "count the jobs", lambda connection, again: connection.execute(query).all()
+        )
         counts: dict[str, dict[JobStatus, int]] = {}
         for queue, status, count in rows:
             counts.setdefault(queue, {})[JobStatus(status)] = int(count)
@@ -531,23 +534,36 @@ class SqlJobStore(JobStore):
             .prefix_with("MATERIALIZED")
         )
         exhausted = table.c.attempts >= table.c.max_attempts
-        with self._connector.transaction("expire the leases", single=True) as connection:
-            rows = connection.execute(
-                update(table)
-                .where(table.c.id.in_(select(expired.c.id)), table.c.status == _RUNNING)
-                .values(
-                    status=case((exhausted, JobStatus.DEAD.value), else_=JobStatus.FAILED.value),
-                    run_at=case((exhausted, table.c.run_at), else_=at),
-                    finished_at=case((exhausted, at), else_=None),
-                    last_error_code=JOB_INTERRUPTED,
-                    last_error_type=JobInterruptedError.__name__,
-                    lease_expires_at=None,
-                    dispatched_at=None,
-                    relay_at=case((exhausted, None), else_=at),
-                    redispatches=0,
-                )
-                .returning(*table.c)
-            ).all()
+        expire = (
+            update(table)
+            .where(table.c.id.in_(select(expired.c.id)), table.c.status == _RUNNING)
+            .values(
+                status=case((exhausted, JobStatus.DEAD.value), else_=JobStatus.FAILED.value),
+                run_at=case((exhausted, table.c.run_at), else_=at),
+                finished_at=case((exhausted, at), else_=None),
+                last_error_code=JOB_INTERRUPTED,
+                last_error_type=JobInterruptedError.__name__,
+                lease_expires_at=None,
+                dispatched_at=None,
+                relay_at=case((exhausted, None), else_=at),
+                redispatches=0,
+            )
+            .returning(*table.c)
+        )
+        handed_back = select(table).where(  # what an earlier send of this call left
+            or_(
+                and_(table.c.relay_at == at, table.c.status == JobStatus.FAILED.value),
+                and_(table.c.finished_at == at, table.c.status == JobStatus.DEAD.value),
+            ),
+            table.c.last_error_code == JOB_INTERRUPTED,
+            table.c.lease_ended.is_(None),  # not a report's: the lease ran out
+        )
+
+        def work(connection: Connection, again: bool) -> list[Row[Any]]:
+            earlier = list(connection.execute(handed_back).all()) if again else []
+            return earlier + list(connection.execute(expire).all())
+
+        rows = self._connector.run("expire the leases", work)
         return [_job(row) for row in rows]
 
     def _report(self, lease: JobLease, doing: str, values: dict[str, Any]) -> None:

@@ -239,11 +239,32 @@ def retry_dead(stores: Stores, job_id: str) -> Faulted:
     return partial(stores.store.retry_dead, job_id, tenant_id="acme", now=NOW), check
 
 
+def expire_leases(stores: Stores, job_id: str) -> Faulted:
+    running(stores, job_id)
+
+    def check(answer: list[StoredJob], job: StoredJob) -> None:
+        assert [(handed.id, handed.status) for handed in answer] == [(job_id, JobStatus.FAILED)]
+        assert (job.status, job.attempts) == (JobStatus.FAILED, 1)
+
+    expired = NOW + timedelta(milliseconds=LEASE_MS + 1)
+    return partial(stores.store.expire_leases, now=expired, limit=10), check
+
+
 OPERATIONS = {
     operation.__name__: operation
-    for operation in (claim_job, claim_due, complete, fail, release, cancel, take_due, add)
+    for operation in (
+        claim_job,
+        claim_due,
+        complete,
+        fail,
+        release,
+        cancel,
+        take_due,
+        add,
+        retry_dead,
+        expire_leases,
+    )
 }
-OPERATIONS["retry_dead"] = retry_dead
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
@@ -253,7 +274,8 @@ def test_a_statement_whose_reply_is_lost_is_sent_again_and_answers_as_one_call(
     job_id = f"job-{operation}-{uuid.uuid4().hex[:8]}"
     call, check = OPERATIONS[operation](stores, job_id)
     stores.store.stats()  # a connection in the proxied pool
-    matching = b"UPDATE" if operation in {"claim_due", "take_due"} else job_id.encode()
+    by_id = {"claim_due", "take_due", "expire_leases"}
+    matching = b"UPDATE" if operation in by_id else job_id.encode()
     dropped_after_sending(proxy, matching, back_after_s=0.3)
 
     answer = call()
