@@ -163,9 +163,9 @@ def test_a_job_store_hung_under_the_relay_holds_no_scheduled_occurrence(hung: Hu
         "--without-mingle", "--without-gossip", "--without-heartbeat",
     )  # fmt: skip
     warm_up = hung.queue.enqueue(NoopJob, {})
-    wait_until(lambda: hung.published([warm_up]) != [], 30, f"the relay to run\n{hung.logs()}")
+    wait_until(lambda: hung.published([warm_up]) != [], 60, f"the relay to run\n{hung.logs()}")
     wait_until(
-        lambda: len(hung.outcomes(EVERY_SECOND)) >= 2, 30, f"the worker to run\n{hung.logs()}"
+        lambda: len(hung.outcomes(EVERY_SECOND)) >= 2, 60, f"the worker to run\n{hung.logs()}"
     )
 
     sleep_until_mid_second()
