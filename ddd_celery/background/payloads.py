@@ -45,28 +45,45 @@ def json_problem(value: object, path: str = "payload") -> str | None:
     would come back a list, an int key a str, NaN not at all. Past ``MAX_NESTING`` levels the
     walk stops and names the part too deep, so no nesting reaches Python's recursion limit.
     """
-    found = _problem(value, path, 1, storable=False)
-    return None if found is None else found[0]
+    try:
+        _bound(value, 1, False)
+    except _Refused as refused:
+        return refused.path(path)
+    return None
 
 
 def require_json(value: object, *, what: str, job: str) -> JsonValue:
     """``value`` when it is JSON; ``InvalidEnqueueError`` naming the part that is not."""
-    found = _problem(value, what, 1, storable=False)
-    if found is not None:
-        _refuse(job, value, what, found)
+    try:
+        _bound(value, 1, False)
+    except _Refused as refused:
+        _refuse(job, value, what, refused)
     return value
 
 
-def check_storable(job: str, stored: JsonValue, *, max_payload_bytes: int) -> None:
-    """Refuse (``InvalidEnqueueError``) a JSON payload some store cannot keep, or too large.
+def check_storable(job: str, stored: object, *, max_payload_bytes: int) -> JsonValue:
+    """``stored`` when every store can keep it; else ``InvalidEnqueueError``.
 
-    Its size is that of the compact JSON the stores keep (ASCII, non-ASCII escaped). The
-    message names the job, the part (a path without dict keys) and the size: never a value.
+    It must be JSON, with no NUL character in a string or a key, nested at most
+    ``MAX_NESTING`` levels, and its compact JSON as the stores keep it (ASCII, the rest
+    escaped) at most ``max_payload_bytes``. One walk checks it all and bounds the size; the
+    JSON is written to measure it only when that bound is over the limit. The message names
+    the job, the part (a path without dict keys) and the size: never a value.
     """
-    found = _problem(stored, "payload", 1, storable=True)
-    if found is not None:
-        _refuse(job, stored, "payload", found)
-    size = len(json.dumps(stored, separators=(",", ":")))
+    try:
+        bound = _bound(stored, 1, True)
+    except _Refused as refused:
+        _refuse(job, stored, "payload", refused)
+    if bound <= max_payload_bytes:
+        return stored
+    try:
+        size = len(json.dumps(stored, separators=(",", ":")))
+    except ValueError:  # an int past Python's digits limit for str(); the message quotes none
+        raise InvalidEnqueueError(
+            "the payload holds an int too long to be written as JSON",
+            job=job,
+            field="payload",
+        ) from None
     if size > max_payload_bytes:
         raise InvalidEnqueueError(
             f"the payload is {size} bytes of JSON, more than max_payload_bytes "
@@ -74,6 +91,7 @@ def check_storable(job: str, stored: JsonValue, *, max_payload_bytes: int) -> No
             job=job,
             field="payload",
         )
+    return stored
 
 
 def check_text(job: str, field: str, value: str, *, max_bytes: int | None = None) -> None:
@@ -91,17 +109,24 @@ def check_text(job: str, field: str, value: str, *, max_bytes: int | None = None
         )
 
 
-def to_stored(job: str, payload: object, payload_type: type[BaseModel] | None) -> JsonValue:
-    """The JSON to store for ``payload``: validated by ``payload_type`` when it is a model.
+def to_stored(
+    job: str,
+    payload: object,
+    payload_type: type[BaseModel] | None,
+    *,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> JsonValue:
+    """The JSON to store for ``payload``: validated by ``payload_type`` when it is a model,
+    and one every store keeps (``check_storable``).
 
     A model instance is dumped in JSON mode; a mapping is validated by the model first. Raises
     ``InvalidEnqueueError`` naming the field that is wrong.
     """
     if payload_type is not None:
-        return _dumped(job, validate(job, payload, payload_type))
-    if isinstance(payload, BaseModel):
-        return _dumped(job, payload)
-    return require_json(payload, what="payload", job=job)
+        payload = _dumped(job, validate(job, payload, payload_type))
+    elif isinstance(payload, BaseModel):
+        payload = _dumped(job, payload)
+    return check_storable(job, payload, max_payload_bytes=max_payload_bytes)
 
 
 def validate(job: str, payload: object, payload_type: type[BaseModel]) -> BaseModel:
@@ -149,41 +174,76 @@ def field_path(loc: tuple[int | str, ...], payload_type: type[BaseModel]) -> str
     return path or "payload"
 
 
-def _problem(value: object, path: str, depth: int, *, storable: bool) -> tuple[str, str] | None:
-    """``(path, what is wrong)`` of the first part of ``value`` that is not JSON (or, when
-    ``storable``, that holds a NUL character), or None."""
+class _Refused(Exception):
+    """A part of a payload that cannot be kept; its path is built on the way out only."""
+
+    def __init__(self, reason: str, suffix: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.trail = [suffix] if suffix else []
+        """The path's parts, innermost first."""
+
+    def path(self, root: str) -> str:
+        return root + "".join(reversed(self.trail))
+
+
+_ENTRY = f".{KEY}"
+_BIG_INT_BITS = 12_000
+"""An int this long may pass Python's limit of digits for ``str()`` (4,300 by default)."""
+
+
+def _bound(value: object, depth: int, storable: bool) -> int:
+    """A bound of the size of ``value``'s compact JSON (at least it); ``_Refused`` for a part
+    that is not JSON or, when ``storable``, holds a NUL character.
+
+    A text counts 6 bytes a character (``\\uXXXX``), an int a digit per 3 bits, a float 24.
+    """
     if isinstance(value, str):
-        return (path, HOLDS_NUL) if storable and "\x00" in value else None
-    if value is None or isinstance(value, bool | int):
-        return None
+        if storable and "\x00" in value:
+            raise _Refused(HOLDS_NUL)
+        return 6 * len(value) + 2
+    if value is None or value is True or value is False:
+        return 5
+    if isinstance(value, int):
+        bits = value.bit_length()
+        return bits // 3 + 3 if bits < _BIG_INT_BITS else 1 << 62
     if isinstance(value, float):
-        return None if math.isfinite(value) else (path, NOT_JSON)
-    if isinstance(value, list | dict) and depth > MAX_NESTING:
-        return path, TOO_DEEP
+        if not math.isfinite(value):
+            raise _Refused(NOT_JSON)
+        return 24
     if isinstance(value, list):
+        if depth > MAX_NESTING:
+            raise _Refused(TOO_DEEP)
+        total = 2 + len(value)
         for index, item in enumerate(value):
-            found = _problem(item, f"{path}[{index}]", depth + 1, storable=storable)
-            if found is not None:
-                return found
-        return None
+            try:
+                total += _bound(item, depth + 1, storable)
+            except _Refused as refused:
+                refused.trail.append(f"[{index}]")
+                raise
+        return total
     if isinstance(value, dict):
-        entry = f"{path}.{KEY}"
+        if depth > MAX_NESTING:
+            raise _Refused(TOO_DEEP)
+        total = 2 + len(value)
         for key, item in value.items():
             if not isinstance(key, str):
-                return f"{path} (a key that is not a str)", NOT_JSON
+                raise _Refused(NOT_JSON, " (a key that is not a str)")
             if storable and "\x00" in key:
-                return f"{path} (a key)", HOLDS_NUL
-            found = _problem(item, entry, depth + 1, storable=storable)
-            if found is not None:
-                return found
-        return None
-    return path, NOT_JSON
+                raise _Refused(HOLDS_NUL, " (a key)")
+            try:
+                total += 6 * len(key) + 3 + _bound(item, depth + 1, storable)
+            except _Refused as refused:
+                refused.trail.append(_ENTRY)
+                raise
+        return total
+    raise _Refused(NOT_JSON)
 
 
-def _refuse(job: str, value: object, what: str, found: tuple[str, str]) -> typing.NoReturn:
-    path, reason = found
-    kind = f" (a {type(value).__name__})" if path == what and reason == NOT_JSON else ""
-    raise InvalidEnqueueError(f"{path}{kind} {reason}", job=job, field=path)
+def _refuse(job: str, value: object, what: str, refused: _Refused) -> typing.NoReturn:
+    path = refused.path(what)
+    kind = f" (a {type(value).__name__})" if path == what and refused.reason == NOT_JSON else ""
+    raise InvalidEnqueueError(f"{path}{kind} {refused.reason}", job=job, field=path) from None
 
 
 def _dumped(job: str, model: BaseModel) -> JsonValue:

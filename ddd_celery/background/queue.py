@@ -42,7 +42,6 @@ from ddd_celery.background.errors import (
 )
 from ddd_celery.background.payloads import (
     DEFAULT_MAX_PAYLOAD_BYTES,
-    check_storable,
     check_text,
     to_stored,
 )
@@ -139,8 +138,9 @@ class StoredJobQueue(JobQueue):
     ) -> str:
         declaration = self._declaration(job)
         name = declaration.name
-        stored = to_stored(name, payload, declaration.payload_type)
-        check_storable(name, stored, max_payload_bytes=self._max_payload_bytes)
+        stored = to_stored(
+            name, payload, declaration.payload_type, max_payload_bytes=self._max_payload_bytes
+        )
         now = self._clock.now()
         due_at = _run_at(name, now, delay_ms, run_at)
         if idempotency_key is not None:
