@@ -143,6 +143,7 @@ def test_the_default_limit_is_one_mebibyte_of_json(store: JobStore) -> None:
         ({"deep": nested(MAX_NESTING)}, "payload.<key>" + "[0]" * 99, "nested deeper than 100"),
         (nested(1_500), "payload" + "[0]" * 100, "nested deeper than 100 levels"),
         ({SECRET: float("nan")}, "payload.<key>", "cannot be carried as JSON"),
+        ({"n": 10**5_000}, "payload", "an int too long to be written as JSON"),
     ],
 )
 def test_a_payload_no_store_can_keep_is_refused_naming_the_part_not_its_keys(
