@@ -19,6 +19,10 @@ from ddd_celery.celery.message import UnreadableMessageError
 
 MAX_JOB_ID_LENGTH = 200
 """Longer than any id a generator makes: a longer one is junk, not looked up."""
+QUOTED_FIELDS = 3
+QUOTED_LENGTH = 40
+"""A refusal names at most ``QUOTED_FIELDS`` unexpected fields, each cut to ``QUOTED_LENGTH``
+characters: they are the sender's text, and the worker's log line quotes the refusal."""
 
 
 def read_job_id(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
@@ -30,7 +34,15 @@ def read_job_id(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
         )
     unknown = sorted(str(key) for key in kwargs if key != JOB_ID)
     if unknown:
-        raise UnreadableMessageError(f"unexpected fields {unknown}; the only one is {JOB_ID}")
+        named = [
+            key if len(key) <= QUOTED_LENGTH else f"{key[:QUOTED_LENGTH]}…"
+            for key in unknown[:QUOTED_FIELDS]
+        ]
+        more = len(unknown) - QUOTED_FIELDS
+        raise UnreadableMessageError(
+            f"unexpected fields {named}{f' and {more} more' if more > 0 else ''}; "
+            f"the only one is {JOB_ID}"
+        )
     job_id = kwargs.get(JOB_ID)
     if not isinstance(job_id, str) or not job_id:
         raise UnreadableMessageError(f"{JOB_ID} must be a non-empty string")
