@@ -8,6 +8,8 @@ subject's peer is a store on a second engine, as another process holds it.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -191,3 +193,54 @@ def test_the_documented_upgrade_keeps_the_instances_as_of_no_tenant_and_matches_
         )
     finally:
         drop_process_tables(engine, prefix)
+
+
+CREATE_WHEN_TOLD = """
+import sys
+from sqlalchemy import create_engine
+from ddd_celery.sql.process_store import create_process_tables
+engine = create_engine(sys.argv[1])
+with engine.connect():  # connected before the first prefix comes, so that the calls meet
+    print("ready", flush=True)
+for line in sys.stdin:  # a prefix to create the table of, each time
+    try:
+        create_process_tables(engine, line.strip())
+        print("created", flush=True)
+    except Exception as error:
+        print(type(error).__name__, flush=True)
+"""
+
+
+@pytest.mark.postgres
+def test_processes_creating_the_table_at_once_all_succeed(
+    postgresql: tuple[Engine, Engine, str],
+) -> None:
+    engine = postgresql[0]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CREATE_WHEN_TOLD, DATABASE_URL],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    prefixes = [f"test_{uuid.uuid4().hex[:12]}_" for _ in range(10)]
+    answers: list[list[str]] = []
+    try:
+        for child in children:
+            assert child.stdout is not None
+            assert child.stdout.readline() == "ready\n"
+        for prefix in prefixes:
+            for child in children:
+                assert child.stdin is not None
+                child.stdin.write(f"{prefix}\n")
+                child.stdin.flush()
+            answers.append([child.stdout.readline().strip() for child in children])  # type: ignore[union-attr]
+    finally:
+        for child in children:
+            child.communicate(timeout=30)  # its stdin closed, it ends; its pipes closed
+        for prefix in prefixes:
+            drop_process_tables(engine, prefix)
+
+    assert answers == [["created"] * 4] * len(prefixes)
