@@ -18,11 +18,13 @@ from ddd_celery.background.queue import StoredJobQueue
 from ddd_celery.background.store import JobStore
 from ddd_celery.celery.background.lease import Heartbeats
 from ddd_celery.celery.background.publisher import CeleryJobPublisher
+from ddd_celery.celery.config import app_config
 from ddd_celery.celery.registry import Provider, dependencies
 from ddd_celery.celery.relay import Relay
 from ddd_celery.declarations.background import BackgroundJobDeclaration, BackgroundJobExecution
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.ids import IdGenerator
+from ddd_celery.kernel.reporting import ErrorReporter
 from ddd_celery.kernel.scope import ExecutionScope
 from ddd_celery.kernel.unit_of_work import UnitOfWork
 
@@ -58,6 +60,9 @@ class BackgroundJobs:
     _registrations: dict[str, BackgroundRegistration] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _max_payload_bytes: list[int] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
 
     def queue(
         self,
@@ -65,12 +70,18 @@ class BackgroundJobs:
         unit_of_work: UnitOfWork | None = None,
         scope: ExecutionScope | None = None,
         traceparent: Callable[[], str | None] | None = None,
+        errors: ErrorReporter | None = None,
     ) -> StoredJobQueue:
         """The ``JobQueue`` a use case enqueues on: this app's jobs, published as their tasks.
 
         Inside a ``unit_of_work`` a job is added and published after the commit, never on
-        rollback. ``scope`` is where it reads who enqueues (the app's by default).
+        rollback. ``scope`` is where it reads who enqueues (the app's by default); ``errors``
+        gets each add that fails after its commit (``JobNotAddedAfterCommitError``). A payload
+        is limited by ``ddd_celery_max_payload_bytes``, read from ``app.conf`` at the first
+        queue.
         """
+        if not self._max_payload_bytes:
+            self._max_payload_bytes.append(app_config(self.app).max_payload_bytes)
         return StoredJobQueue(
             store=self.store,
             clock=self.clock,
@@ -81,6 +92,8 @@ class BackgroundJobs:
             traceparent=traceparent,
             declarations=self.jobs.values(),
             logger=self.logger,
+            max_payload_bytes=self._max_payload_bytes[0],
+            errors=errors,
         )
 
     def registration(self, name: str) -> BackgroundRegistration:
