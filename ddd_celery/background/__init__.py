@@ -18,9 +18,11 @@ from ddd_celery.background.errors import (
     ATTEMPTS_EXHAUSTED,
     INVALID_ENQUEUE,
     JOB_INTERRUPTED,
+    JOB_NOT_ADDED,
     AttemptsExhaustedError,
     InvalidEnqueueError,
     JobInterruptedError,
+    JobNotAddedAfterCommitError,
     UnknownBackgroundJobError,
 )
 from ddd_celery.background.memory import InMemoryJobStore
@@ -63,6 +65,7 @@ __all__ = [
     "DEFAULT_LEASE_MS",
     "INVALID_ENQUEUE",
     "JOB_INTERRUPTED",
+    "JOB_NOT_ADDED",
     "AttemptEnd",
     "AttemptOutcome",
     "AttemptsExhaustedError",
@@ -78,6 +81,7 @@ __all__ = [
     "InvalidEnqueueError",
     "JobInterruptedError",
     "JobLease",
+    "JobNotAddedAfterCommitError",
     "JobPublisher",
     "JobStats",
     "JobStatus",
