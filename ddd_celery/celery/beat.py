@@ -78,6 +78,14 @@ RETRY_MS = 60_000
 DISPATCH_BATCH = 1_000
 """Occurrences due together that one call to the stores begins and one producer publishes."""
 
+CHECKPOINTS = "the checkpoints"
+"""The checkpoints' store, as beat names it in the line of an outage."""
+_WHAT_AN_OUTAGE_COSTS = {
+    IN_THE_LOCK: "each occurrence that needs it is recorded failed (JOB_LOCK_UNAVAILABLE)",
+    IN_THE_RUN_STATE: "each occurrence that needs it is recorded failed (JOB_LOCK_UNAVAILABLE)",
+    CHECKPOINTS: "no checkpoint is written (a restart meanwhile starts from the last one)",
+}
+
 CLOSE_WAIT_S = 2.0
 """How long ``close`` waits for a system job's pass in progress: a pass held by a store that
 hangs must not hold beat's stop, and what it leaves undone its next pass does."""
@@ -241,11 +249,16 @@ class _Passes:
 class _Outage:
     """A store beat cannot ask: said once at ERROR when it starts, once when it ends."""
 
-    __slots__ = ("failed", "since")
+    __slots__ = ("failed", "follow_ups", "noted", "since")
 
     def __init__(self, since: datetime) -> None:
         self.since = since
         self.failed = 0
+        """Occurrences it failed."""
+        self.follow_ups = 0
+        """Follow-ups it failed (a checkpoint, a lease's release)."""
+        self.noted: set[str] = set()
+        """The follow-ups whose own line was written: once each per outage."""
 
 
 class JobBeatScheduler(Scheduler):  # type: ignore[misc]
@@ -559,7 +572,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             self._note_outages(jobs, beginnings)
             for (name, _), error in zip(releasing, released, strict=True):
                 if error is not None:
-                    jobs.recorder.could_not_follow(name, error, what="release the lock")
+                    self._could_not_follow(jobs, name, error, IN_THE_LOCK, jobs.lock)
             sending: list[_Sending] = []
             for (job, occurrence), beginning in zip(batch, beginnings, strict=True):
                 try:
@@ -579,9 +592,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             raise
 
     def _note_outages(self, jobs: CeleryJobs, beginnings: list[Beginning]) -> None:
-        """Say once at ERROR that a store stopped answering (its address, the cause), and once
-        at WARNING that it answers again: each occurrence it failed is recorded on its own
-        (``JOB_LOCK_UNAVAILABLE``) without saying where or why."""
+        """Note which stores the begin found down or answering (``_store_down``)."""
         failed: dict[str, Exception] = {}
         answered: set[str] = set()
         for beginning in beginnings:
@@ -594,32 +605,46 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         if not failed and not self._outages:
             return
         stores = {IN_THE_LOCK: jobs.lock, IN_THE_RUN_STATE: jobs.run_state}
-        now = jobs.clock.now()
         for name, error in failed.items():
-            outage = self._outages.get(name)
-            if outage is None:
-                outage = self._outages[name] = _Outage(now)
-                logger.error(
-                    "beat: %s store (%s) cannot be asked: %s; each occurrence that needs it is "
-                    "recorded failed (JOB_LOCK_UNAVAILABLE) until it answers again",
-                    name,
-                    _address(stores[name]),
-                    _cause(error),
-                    extra={"store": name, "address": _address(stores[name])},
-                )
-            outage.failed += sum(1 for b in beginnings if b.failed_in == name)
+            count = sum(1 for b in beginnings if b.failed_in == name)
+            self._store_down(jobs, name, stores[name], error, count)
         for name in answered - failed.keys():
-            ended = self._outages.pop(name, None)
-            if ended is not None:
-                logger.warning(
-                    "beat: %s store (%s) answers again after %.1f s; %d occurrences failed "
-                    "meanwhile",
-                    name,
-                    _address(stores[name]),
-                    (now - ended.since).total_seconds(),
-                    ended.failed,
-                    extra={"store": name, "address": _address(stores[name])},
-                )
+            self._store_up(jobs, name, stores[name])
+
+    def _store_down(
+        self, jobs: CeleryJobs, name: str, store: object, error: Exception, count: int = 0
+    ) -> _Outage:
+        """Say once at ERROR that a store stopped answering, with its address and the cause:
+        each occurrence it fails (``count``) is recorded on its own, without saying where or
+        why. The outage, new or in progress."""
+        outage = self._outages.get(name)
+        if outage is None:
+            outage = self._outages[name] = _Outage(jobs.clock.now())
+            logger.error(
+                "beat: %s store (%s) cannot be asked: %s; %s until it answers again",
+                name,
+                _address(store),
+                _cause(error),
+                _WHAT_AN_OUTAGE_COSTS.get(name, "what needs it is not done"),
+                extra={"store": name, "address": _address(store)},
+            )
+        outage.failed += count
+        return outage
+
+    def _store_up(self, jobs: CeleryJobs, name: str, store: object) -> None:
+        """Say once at WARNING that a store in outage answers again."""
+        ended = self._outages.pop(name, None)
+        if ended is not None:
+            logger.warning(
+                "beat: %s store (%s) answers again after %.1f s; %d occurrences and %d "
+                "follow-ups failed meanwhile",
+                name,
+                _address(store),
+                (jobs.clock.now() - ended.since).total_seconds(),
+                ended.failed,
+                ended.follow_ups,
+                extra={"store": name, "address": _address(store)},
+            )
 
     def _beginning(self, job: CeleryJob, occurrence: Occurrence) -> Beginning:
         """What the core decided for an occurrence, for the stores to carry out."""
@@ -987,12 +1012,27 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 try:
                     jobs.checkpoints.write(name, at)
                 except Exception as error:
-                    jobs.recorder.could_not_follow(name, error, what="write the checkpoint")
+                    self._could_not_follow(jobs, name, error, CHECKPOINTS, jobs.checkpoints)
+                else:
+                    self._store_up(jobs, CHECKPOINTS, jobs.checkpoints)
         for name, lease in releasing:
             try:
                 jobs.lock.release(lease)
             except Exception as error:
-                jobs.recorder.could_not_follow(name, error, what="release the lock")
+                self._could_not_follow(jobs, name, error, IN_THE_LOCK, jobs.lock)
+
+    def _could_not_follow(
+        self, jobs: CeleryJobs, job: str, error: Exception, name: str, store: object
+    ) -> None:
+        """A follow-up (a checkpoint, a lease's release) the store failed: its line is written
+        for the first of its kind in an outage, then counted in it (``_store_down``), not a line
+        a second."""
+        outage = self._store_down(jobs, name, store, error)
+        outage.follow_ups += 1
+        what = "write the checkpoint" if name == CHECKPOINTS else "release the lock"
+        if what not in outage.noted:
+            outage.noted.add(what)
+            jobs.recorder.could_not_follow(job, error, what=what)
 
     def _checkpoints(
         self, jobs: CeleryJobs, enabled: list[CeleryJob]
@@ -1027,10 +1067,25 @@ def _kwargs(batch: _Batch, at: datetime, correlation_id: str) -> dict[str, str |
 
 
 def _address(store: object) -> str:
-    """Where a store is (``address`` of the Redis and SQL adapters: host and port, never a
-    password), else its type."""
+    """Where a store is: host and port, never a password (``address`` of the locks, else the
+    Redis client or the SQL engine a store is built on), else its type."""
     address = getattr(store, "address", None)
-    return address if isinstance(address, str) else type(store).__name__
+    if isinstance(address, str):
+        return address
+    try:
+        client = getattr(store, "client", None)
+        if client is not None:
+            from ddd_celery.redis.lock import redis_address  # noqa: PLC0415 (a Redis store's)
+
+            return redis_address(client)
+        engine = getattr(store, "engine", None)
+        if engine is not None:
+            from ddd_celery.sql.lock import sql_address  # noqa: PLC0415 (a SQL store's)
+
+            return sql_address(engine)
+    except Exception:  # not a client or an engine after all
+        pass
+    return type(store).__name__
 
 
 def _cause(error: BaseException) -> str:

@@ -20,8 +20,9 @@ from sqlalchemy import create_engine
 from test_beat import START, Instance, declared, run_until
 
 from ddd_celery.kernel.clock import FixedClock
-from ddd_celery.kernel.lock import Lock
-from ddd_celery.redis import RedisLock, connect
+from ddd_celery.kernel.lock import InMemoryLock, Lock
+from ddd_celery.redis import RedisJobCheckpoints, RedisLock, connect
+from ddd_celery.scheduling.observability import COULD_NOT_FOLLOW
 from ddd_celery.sql import SqlLock, create_tables, drop_tables
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -105,7 +106,7 @@ def test_a_redis_lock_store_cut_off_then_back_says_so_once_each_way(
     outage = [(level, m) for level, m in beat_lines(caplog) if "lock store" in m]
     assert [level for level, _ in outage] == ["ERROR", "WARNING"], outage
     assert f"Redis at 127.0.0.1:{proxy.port} db 0" in outage[0][1]
-    assert "answers again after 5.0 s; 5 occurrences failed meanwhile" in outage[1][1]
+    assert "answers again after 5.0 s; 5 occurrences and 0 follow-ups failed" in outage[1][1]
     assert failed_unavailable(instance) == 5
 
 
@@ -140,5 +141,33 @@ def test_a_postgresql_lock_store_cut_off_then_back_says_so_once_each_way(
     outage = [(level, m) for level, m in beat_lines(caplog) if "lock store" in m]
     assert [level for level, _ in outage] == ["ERROR", "WARNING"], outage
     assert f"postgresql at 127.0.0.1:{proxy.port} database test" in outage[0][1]
-    assert "5 occurrences failed meanwhile" in outage[1][1]
+    assert "answers again after 5.0 s; 5 occurrences and 0 follow-ups failed" in outage[1][1]
     assert failed_unavailable(instance) == 5
+
+
+@pytest.mark.redis
+def test_a_checkpoint_store_on_a_closed_port_is_named_once_not_at_every_occurrence(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    clock = FixedClock(START)
+    down = connect("redis://127.0.0.1:1/0", timeout=0.2, retries=0)
+    instance = Instance(
+        clock,
+        [declared("billing.every-second", every="1s")],
+        InMemoryLock(clock),
+        checkpoints=RedisJobCheckpoints(down, prefix="t:"),
+    )
+
+    run_until(clock, START + timedelta(seconds=10), instance.beat())
+
+    assert len(instance.sent) == 10, "the occurrences are sent: only their checkpoints fail"
+    errors = [message for level, message in beat_lines(caplog) if level == "ERROR"]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("beat: the checkpoints store (Redis at 127.0.0.1:1 db 0)")
+    assert "connection refused" in errors[0].lower()
+    followed = [r for r in caplog.records if r.getMessage() == COULD_NOT_FOLLOW]
+    assert [getattr(r, "operation", None) for r in followed] == [
+        "read the checkpoint",
+        "write the checkpoint",
+    ]
