@@ -1039,13 +1039,15 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
     ) -> dict[str, datetime | None]:
         """The checkpoints of ``enabled`` jobs, read in batches (``read_many``).
 
-        A store that cannot be asked is logged for each job, which starts from now.
+        A store that cannot be asked is logged for each job, which starts from now, and its
+        outage begins (``_store_down``: where it is and why, once).
         """
         if jobs.checkpoints is None or not enabled:
             return {}
         try:
             return jobs.checkpoints.read_many(job.name for job in enabled)
         except Exception as error:
+            self._store_down(jobs, CHECKPOINTS, jobs.checkpoints, error)
             for job in enabled:
                 jobs.recorder.could_not_follow(job.name, error, what="read the checkpoint")
             return {}
