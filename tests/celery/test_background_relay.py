@@ -417,3 +417,22 @@ def test_relay_passes_failing_in_a_row_say_why_once_and_once_more_when_one_succe
             f"succeeded; 3 passes failed since {iso_ms(START + timedelta(seconds=1))}",
         ),
     ]
+
+
+def test_beat_stops_without_waiting_for_a_relay_pass_hung_in_its_store() -> None:
+    clock, store = FixedClock(START), HangingStore()
+    built = build(clock, store, InMemoryLock(clock))
+    scheduler = JobBeatScheduler(app=built.app)
+    tick(scheduler)
+    store.hang = True
+    clock.advance(1_000)
+    scheduler.tick()
+    assert store.inside.wait(5)
+
+    scheduler.close()
+
+    assert store.inside.is_set(), "closed while the pass still hangs"
+    assert built.runs == [], "the hung pass is recorded when it ends, if beat still runs"
+    store.resume()
+    assert scheduler.wait_for_system_jobs(5)
+    assert [run.outcome.value for run in built.runs] == ["succeeded"]
