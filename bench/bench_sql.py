@@ -203,7 +203,7 @@ def relay(count: int, sql: SqlJobStore, engine_url: str, prefix: str, redis: Job
         {
             "id": f"due-{index}", "name": "bench.noop", "queue": "bench", "status": "queued",
             "payload": "{}", "enqueued_at": at, "run_at": at + index, "attempts": 0,
-            "max_attempts": 3, "tenant": "",
+            "max_attempts": 3, "tenant": "", "relay_at": at + index,
         }
         for index in range(count)
     ]  # fmt: skip

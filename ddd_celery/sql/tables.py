@@ -118,7 +118,6 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
     Index(f"{prefix}jobs_key", jobs.c.tenant, jobs.c.idempotency_key, unique=True)
     Index(f"{prefix}jobs_queue_due", jobs.c.queue, jobs.c.status, jobs.c.run_at)
     Index(f"{prefix}jobs_relay", jobs.c.relay_at, jobs.c.dispatched_at)
-    Index(f"{prefix}jobs_relay_token", jobs.c.relay_token)
     Index(f"{prefix}jobs_lease", jobs.c.lease_expires_at)
     Index(f"{prefix}jobs_finished", jobs.c.finished_at)
     Index(f"{prefix}jobs_enqueued", jobs.c.enqueued_at)
