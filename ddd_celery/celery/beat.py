@@ -146,7 +146,9 @@ class _Passes:
 
     def __init__(self, job: str) -> None:
         self._job = job
-        self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[tuple[datetime, Callable[[], None]] | None] = (
+            queue.SimpleQueue()
+        )
         self._idle = threading.Event()
         self._idle.set()
         self._mutex = threading.Lock()
@@ -186,7 +188,7 @@ class _Passes:
                 target=self._loop, name=f"beat {self._job}", daemon=True
             )
             self._thread.start()
-        self._work.put(run)
+        self._work.put((at, run))
 
     def ended(self, at: datetime, error: Exception | None) -> None:
         """Say at ERROR why a pass failed, once per run of failures (again when the error
@@ -226,20 +228,21 @@ class _Passes:
             self._work.put(None)
 
     def _loop(self) -> None:
-        while (run := self._work.get()) is not None:
+        while (work := self._work.get()) is not None:
+            at, run = work
             started = time.monotonic()
             try:
                 run()
             finally:
                 with self._mutex:
-                    skipped, at = self._skipped, self._at
+                    skipped = self._skipped
                 self._idle.set()
             if skipped:
                 logger.warning(
                     "beat: the pass of %s due at %s ended after %d ms; %d occurrences were "
                     "skipped behind it",
                     self._job,
-                    iso_ms(at or datetime.min),
+                    iso_ms(at),
                     (time.monotonic() - started) * 1000,
                     skipped,
                     extra={"job": self._job, "skipped": skipped},
@@ -300,7 +303,8 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self._passes: dict[str, _Passes] = {}
         """Each system job's passes, on a thread of their own (``_Passes``)."""
         self._outages: dict[str, _Outage] = {}
-        """The stores (``IN_THE_LOCK``, ``IN_THE_RUN_STATE``) that stopped answering, since when."""
+        """The stores that stopped answering (``IN_THE_LOCK``, ``IN_THE_RUN_STATE``,
+        ``CHECKPOINTS``), since when and what they failed."""
         self._closed = False
         super().__init__(app, *args, **kwargs)
 
@@ -593,6 +597,8 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
 
     def _note_outages(self, jobs: CeleryJobs, beginnings: list[Beginning]) -> None:
         """Note which stores the begin found down or answering (``_store_down``)."""
+        if not self._outages and all(b.failed_in is None for b in beginnings):
+            return  # the usual tick: every store answered, none was down
         failed: dict[str, Exception] = {}
         answered: set[str] = set()
         for beginning in beginnings:
@@ -602,8 +608,6 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 answered.add(IN_THE_LOCK)
             if beginning.claimed is not None:
                 answered.add(IN_THE_RUN_STATE)
-        if not failed and not self._outages:
-            return
         stores = {IN_THE_LOCK: jobs.lock, IN_THE_RUN_STATE: jobs.run_state}
         for name, error in failed.items():
             count = sum(1 for b in beginnings if b.failed_in == name)
