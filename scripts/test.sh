@@ -28,4 +28,10 @@ if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure, not a pass" >&2
   exit 1
 fi
-exit "$status"
+if [ "$status" -ne 0 ]; then
+  exit "$status"
+fi
+if [ "$#" -eq 0 ]; then  # a selection given to ./dev test is for the main run only
+  echo "==> pytest on the dependency floors (scripts/floors.txt), without real processes"
+  bash scripts/test-floors.sh
+fi
