@@ -112,7 +112,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
         Column("finished_at", BigInteger),
         Column("dispatched_at", BigInteger),
         Column("relay_at", BigInteger),
-        Column("redispatches", Integer, nullable=False, server_default="0"),
+        Column("redispatches", Integer, nullable=False, server_default=text("0")),
         Column("relay_token", Text),
     )
     Index(f"{prefix}jobs_key", jobs.c.tenant, jobs.c.idempotency_key, unique=True)
