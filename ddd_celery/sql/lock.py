@@ -6,11 +6,12 @@ given). An acquire is one statement::
 
     INSERT INTO ddd_locks (key, token, expires_at) VALUES (:key, :token, :expires_at)
     ON CONFLICT (key) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
-    WHERE ddd_locks.expires_at <= :now
+    WHERE ddd_locks.expires_at <= :now OR ddd_locks.token = excluded.token
     RETURNING token
 
 so a free key is inserted, an expired row is replaced atomically, and a live one is left alone
-(nothing returned). It runs in autocommit: one round trip. On PostgreSQL the row comes from
+(nothing returned) unless it holds the same token: an acquire repeated by its owner (beat's
+begin sent again with its tokens, ``SqlOccurrenceStore``) takes it again. It runs in autocommit: one round trip. On PostgreSQL the row comes from
 ``SELECT ... FROM (SELECT set_config('synchronous_commit', 'off', true))``, so its commit does
 not wait for the disk, which is what a lock's tail latency is made of; a crash of the server
 may then forget the last fraction of a second of leases, as Redis without an fsync'd AOF does
