@@ -89,7 +89,8 @@ class ProcessRunner(ABC):
     def handle(
         self, process: type[Any] | str, instance_id: str, step: StepRef, message: Any
     ) -> ProcessInstance[Any]:
-        """Run ``step`` of ``process`` on instance ``instance_id`` with ``message``.
+        """Run ``step`` of ``process`` on ``instance_id``, the instance of the current tenant
+        (that of the execution scope in progress; none outside a scope), with ``message``.
 
         Returns the instance as saved. A step that does not start the process, on an instance
         that does not exist, raises ``LookupError``; a decision the process cannot carry out
@@ -105,7 +106,9 @@ class ProcessRunner(ABC):
         fired: Mapping[str, str],
         step: StepRef | None = None,
     ) -> ProcessInstance[Any] | None:
-        """Run the timeout step when ``fired`` (``{"id", "timeout", "job_id"}``) is still armed.
+        """Run the timeout step when ``fired`` (``{"id", "timeout", "job_id"}``) is still armed
+        on the instance ``id`` of the current tenant (a timeout job runs in the scope, and so
+        the tenant, of the step that armed it).
 
         ``step`` defaults to the step declared for that timeout. A timeout that was disarmed,
         re-armed or has already fired does nothing and returns None.
@@ -113,4 +116,5 @@ class ProcessRunner(ABC):
 
     @abstractmethod
     def find(self, process: type[Any] | str, instance_id: str) -> ProcessInstance[Any] | None:
-        """The instance as last saved, or None."""
+        """The instance ``instance_id`` of the current tenant as last saved, or None (also when
+        only another tenant has an instance of that id)."""

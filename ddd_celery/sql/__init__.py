@@ -13,6 +13,7 @@ from ddd_celery.sql.errors import MissingTablesError, StoreUnavailableError
 from ddd_celery.sql.job_store import DEFAULT_OUTBOX_GRACE_MS, SqlJobStore
 from ddd_celery.sql.last_runs import SqlJobLastRuns
 from ddd_celery.sql.lock import SqlLock
+from ddd_celery.sql.process_store import SqlProcessStore, create_process_tables
 from ddd_celery.sql.run_state import SqlJobRunState
 from ddd_celery.sql.tables import DEFAULT_PREFIX, SqlTables, create_tables, ddl, drop_tables, tables
 from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
@@ -27,8 +28,10 @@ __all__ = [
     "SqlJobRunState",
     "SqlJobStore",
     "SqlLock",
+    "SqlProcessStore",
     "SqlTables",
     "StoreUnavailableError",
+    "create_process_tables",
     "create_tables",
     "ddl",
     "drop_tables",
