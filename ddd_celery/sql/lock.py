@@ -11,7 +11,8 @@ given). An acquire is one statement::
 
 so a free key is inserted, an expired row is replaced atomically, and a live one is left alone
 (nothing returned) unless it holds the same token: an acquire repeated by its owner (beat's
-begin sent again with its tokens, ``SqlOccurrenceStore``) takes it again. It runs in autocommit: one round trip. On PostgreSQL the row comes from
+begin sent again with its tokens, ``SqlOccurrenceStore``) takes it again. It runs in
+autocommit: one round trip. On PostgreSQL the row comes from
 ``SELECT ... FROM (SELECT set_config('synchronous_commit', 'off', true))``, so its commit does
 not wait for the disk, which is what a lock's tail latency is made of; a crash of the server
 may then forget the last fraction of a second of leases, as Redis without an fsync'd AOF does
