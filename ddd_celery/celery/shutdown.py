@@ -11,7 +11,11 @@ the worker exits; one that ignores it goes on behind, unrecorded, as long as Cel
 Celery sends ``worker_shutting_down`` in the worker's main process, where the runs of the solo
 and threads pools are. The children of a prefork pool are not told of a warm shutdown, so the
 main process tells each of them with ``SIGUSR2`` (``GRACE_SIGNAL``), which starts the grace of
-the runs there; Celery uses that signal in neither process.
+the runs there; Celery uses that signal in neither process. Billiard, once a child's
+initialiser has run, points every signal it finds handled at its own exit handler, so a child
+ignores ``SIGUSR2`` until its first task and takes it only then: a child that handled it from
+``worker_process_init`` on died of it while idle, and one holding the pool's queue lock as it
+died left the main process waiting for that lock for ever.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import signal
 import threading
 from typing import Any, Protocol
 
-from celery.signals import worker_init, worker_process_init, worker_shutting_down
+from celery.signals import task_prerun, worker_init, worker_process_init, worker_shutting_down
 
 GRACE_SIGNAL = signal.SIGUSR2
 """What the main process of a prefork worker sends its children as it stops."""
@@ -110,12 +114,28 @@ def _pool_processes() -> list[int]:
     return [pid for pid in processes if isinstance(pid, int) and pid != os.getpid()]
 
 
+_in_child: list[bool] = []
+"""True in a prefork child, whose first task takes ``GRACE_SIGNAL``."""
+
+
 def on_worker_process_init(**_: Any) -> None:
-    """In a prefork child: ``GRACE_SIGNAL`` from the main process starts the grace here."""
-    signal.signal(GRACE_SIGNAL, lambda signum, frame: RUNS.stop())
+    """In a prefork child: ignore ``GRACE_SIGNAL`` until a task runs, so billiard keeps it."""
+    signal.signal(GRACE_SIGNAL, signal.SIG_IGN)
+    _in_child[:] = [True]
+
+
+def _start_grace(signum: int, frame: object) -> None:
+    RUNS.stop()
+
+
+def on_task_prerun(**_: Any) -> None:
+    """In a prefork child (main thread): ``GRACE_SIGNAL`` from the main process starts the grace."""
+    if _in_child and signal.getsignal(GRACE_SIGNAL) is not _start_grace:
+        signal.signal(GRACE_SIGNAL, _start_grace)
 
 
 _UID = "ddd_celery.celery.shutdown"
 worker_init.connect(on_worker_init, weak=False, dispatch_uid=_UID)
 worker_shutting_down.connect(on_worker_shutting_down, weak=False, dispatch_uid=_UID)
 worker_process_init.connect(on_worker_process_init, weak=False, dispatch_uid=_UID)
+task_prerun.connect(on_task_prerun, weak=False, dispatch_uid=_UID)

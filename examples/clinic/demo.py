@@ -1,24 +1,33 @@
 """``./dev example``: run the clinic with one ``celery worker`` and one ``celery beat``.
 
 Seeds reminders due now (and one due a little later), starts both processes on the backend
-``platform/backend.py`` picks, shows what the jobs do, and stops both cleanly on Ctrl-C or after
-``--for SECONDS``. The summary counts each reminder's mails: one each, or the exit status is 1.
-The jobs run with the settings of ``demo.toml`` unless ``DEMO=0``.
+``platform/backend.py`` picks, shows what the jobs do, and stops both cleanly on Ctrl-C (or
+SIGTERM) or after ``--for SECONDS``. The summary counts each reminder's mails: one each, or the
+exit status is 1; stopped by a signal, the status is 128 plus its number (130 for Ctrl-C), so
+``./dev example`` goes no further. A second Ctrl-C kills what has not stopped yet. Each run has
+a Redis key prefix and a data folder of its own (unless ``DDD_CELERY_EXAMPLE_PREFIX`` or
+``DDD_CELERY_EXAMPLE_DATA`` names one), so two runs on one machine never meet, and deletes its
+keys and its folder at its end. The jobs run with the settings of ``demo.toml`` unless
+``DEMO=0``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import queue
 import re
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -29,7 +38,14 @@ from examples.clinic.notification.domain.reminder import Reminder
 from examples.clinic.notification.infrastructure.sqlite_reminders import (
     SqliteReminderRepository,
 )
-from examples.clinic.platform.backend import BACKEND, DATA, PREFIX, Backend, choose_backend
+from examples.clinic.platform.backend import (
+    BACKEND,
+    DATA,
+    DEFAULT_PREFIX,
+    PREFIX,
+    Backend,
+    choose_backend,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = {
@@ -66,37 +82,106 @@ class Line:
     text: str
 
 
+class Signals:
+    """SIGINT and SIGTERM: the first stops the demo, a later one kills what has not stopped.
+
+    The first raises ``KeyboardInterrupt`` where the demo is, unless it is stopping already;
+    then, and for every later one, the handler only sets ``hurry``: nothing raises inside the
+    stop, so no traceback and no process left running.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.stopping = False
+        self.hurry = threading.Event()
+        signal.signal(signal.SIGINT, self)
+        signal.signal(signal.SIGTERM, self)
+
+    def __call__(self, signum: int, frame: object) -> None:
+        first = self.received is None
+        if first:
+            self.received = signum
+        if first and not self.stopping:
+            raise KeyboardInterrupt
+        if not first:
+            self.hurry.set()
+
+    @property
+    def status(self) -> int | None:
+        """128 plus the number of the signal that stopped the demo, as a shell reports it."""
+        return None if self.received is None else 128 + self.received
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="./dev example", description=__doc__)
     parser.add_argument("--for", dest="seconds", type=float, help="stop after SECONDS")
     parser.add_argument("--verbose", action="store_true", help="show every line of both")
     arguments = parser.parse_args(argv)
-    # Ctrl-C, or a SIGTERM from a supervisor, stops both processes before this script ends.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signals = Signals()
+    environ, own_data = run_environ(os.environ)
+    backend = choose_backend(environ)
+    processes: dict[str, subprocess.Popen[str]] = {}
+    try:
+        status = run(backend, processes, signals, arguments.seconds, verbose=arguments.verbose)
+    except KeyboardInterrupt:  # before the processes started, or while they stopped
+        print("\nStopped", flush=True)
+        signals.stopping = True
+        stop(processes, signals.hurry)
+        status = 0
+    finally:
+        signals.stopping = True
+        backend.delete_keys()
+        if own_data:
+            shutil.rmtree(backend.data, ignore_errors=True)
+    return signals.status or status
 
-    backend = choose_backend(os.environ)
+
+def run_environ(environ: Mapping[str, str]) -> tuple[dict[str, str], bool]:
+    """``environ`` with this run's key prefix and data folder; True when the folder is its own.
+
+    A prefix or a folder the caller names is used as it is (started clean, as any run does).
+    """
+    run = dict(environ)
+    if not run.get(PREFIX):
+        run[PREFIX] = f"{DEFAULT_PREFIX}{secrets.token_hex(4)}:"
+    own_data = not run.get(DATA)
+    if own_data:
+        run[DATA] = tempfile.mkdtemp(prefix="ddd-celery-example-")
+    return run, own_data
+
+
+def run(
+    backend: Backend,
+    processes: dict[str, subprocess.Popen[str]],
+    signals: Signals,
+    seconds: float | None,
+    *,
+    verbose: bool,
+) -> int:
+    """Seed, start both processes into ``processes``, follow them, stop them, summarise."""
     print(f"Backend: {backend.describe()}", flush=True)
     seeded = seed(backend)
     print(f"Seeded {len(seeded)} reminders, for {', '.join(seeded.values())}", flush=True)
 
     lines: queue.Queue[Line | None] = queue.Queue()
-    processes = {name: start(name, backend, lines) for name in COMMANDS}
+    for name in COMMANDS:
+        processes[name] = start(name, backend, lines)
     pids = ", ".join(f"celery {name} (pid {process.pid})" for name, process in processes.items())
-    until = f"for {arguments.seconds:g} s" if arguments.seconds else "until Ctrl-C"
+    until = f"for {seconds:g} s" if seconds else "until Ctrl-C"
     print(f"Started {pids}; running {until}", flush=True)
 
     seen: list[Line] = []
-    deadline = None if arguments.seconds is None else time.monotonic() + arguments.seconds
+    deadline = None if seconds is None else time.monotonic() + seconds
     try:
-        follow(processes, lines, seen, deadline, verbose=arguments.verbose)
+        follow(processes, lines, seen, deadline, verbose=verbose)
     except KeyboardInterrupt:
         print("\nStopping", flush=True)
-    finally:
-        stop(processes)
-    drain(lines, seen, len(processes), verbose=arguments.verbose)
+    signals.stopping = True
+    stop(processes, signals.hurry)
+    drain(lines, seen, len(processes), verbose=verbose)
     status = summarise(seeded, seen)
-    demo_statements.summarise(backend, ROOT, (line.text for line in seen))
+    if signals.received is None:  # an operator's look-up, not worth a wait once told to stop
+        demo_statements.summarise(backend, ROOT, (line.text for line in seen))
     return status
 
 
@@ -176,18 +261,24 @@ def follow(
         show(line, seen, verbose=verbose)
 
 
-def stop(processes: dict[str, subprocess.Popen[str]]) -> None:
-    """SIGTERM (a warm shutdown), then SIGKILL to the process group of one that hangs."""
+def stop(processes: dict[str, subprocess.Popen[str]], hurry: threading.Event) -> None:
+    """SIGTERM (a warm shutdown), then SIGKILL to the process group of one that hangs.
+
+    ``hurry`` (a second Ctrl-C) kills at once what has not stopped yet.
+    """
     for process in processes.values():
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
     for name, process in processes.items():
-        try:
-            process.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            print(f"celery {name} did not stop within {STOP_GRACE_S:g} s: killed", flush=True)
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        while process.poll() is None and time.monotonic() < deadline and not hurry.is_set():
+            hurry.wait(0.1)
+        if process.poll() is None:
+            why = "told to hurry" if hurry.is_set() else f"did not stop within {STOP_GRACE_S:g} s"
+            print(f"celery {name} {why}: killed", flush=True)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def drain(lines: queue.Queue[Line | None], seen: list[Line], ends: int, *, verbose: bool) -> None:

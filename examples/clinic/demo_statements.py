@@ -49,6 +49,7 @@ def summarise(backend: Backend, root: Path, texts: Iterable[str]) -> None:
         [sys.executable, "-m", "celery", "-A", "examples.clinic.app", "jobs", "background",
          "find", first],
         cwd=root, env=_environ(backend), capture_output=True, text=True, timeout=60, check=False,
+        start_new_session=True,  # a Ctrl-C meanwhile is the demo's to handle, not a traceback here
     )  # fmt: skip
     print(found.stdout.rstrip() or found.stderr.rstrip())
 

@@ -7,13 +7,15 @@ import re
 import subprocess
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from redis import Redis
 
-from examples.clinic.platform.backend import BACKEND, DATA, PREFIX, Backend
+from examples.clinic.demo import PATIENTS
+from examples.clinic.platform.backend import BACKEND, DATA, DEFAULT_PREFIX, PREFIX, Backend
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -81,3 +83,40 @@ def test_a_run_after_another_starts_clean_with_no_burst_and_no_stale_skip(
     assert "Scheduled job failed" not in output
     sent = re.findall(r"Sending due task notification\.send-due-reminders .* of (\S+)", output)
     assert len(sent) == len(set(sent)) >= 1
+
+
+@pytest.mark.processes
+def test_two_runs_at_once_on_one_redis_keep_to_their_own_keys_and_folders() -> None:
+    # each run picks its own prefix and data folder: none is given
+    environ = {"PATH": "/usr/bin:/bin", BACKEND: "redis", "REDIS_URL": REDIS_URL}
+    client = Redis.from_url(REDIS_URL)
+    neighbour = f"{DEFAULT_PREFIX}neighbour-{uuid.uuid4().hex}"
+    client.set(neighbour, "kept", ex=600)  # under the default prefix, another run's key
+    command = ["timeout", "-s", "KILL", "120", sys.executable, "-m", "examples.clinic.demo"]
+    runs = [
+        subprocess.Popen(
+            [*command, "--for", "30"],
+            cwd=ROOT,
+            env=environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=150)[0] for run in runs]
+
+    prefixes = []
+    for run, output in zip(runs, outputs, strict=True):
+        assert run.returncode == 0, output
+        mailed = Counter(re.findall(r"worker Reminder sent to (\S+) ", output))
+        assert mailed == dict.fromkeys(PATIENTS, 1), output
+        assert "skipped" not in output
+        prefixes.append(re.findall(r"keys under (\S+) ", output)[0])
+    assert prefixes[0] != prefixes[1]
+    assert all(prefix.startswith(DEFAULT_PREFIX) for prefix in prefixes)
+    for prefix in prefixes:
+        assert list(client.scan_iter(match=f"{prefix}*")) == []  # deleted at its end
+    assert client.get(neighbour) == b"kept"
+    client.delete(neighbour)
+    client.close()

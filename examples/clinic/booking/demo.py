@@ -5,13 +5,14 @@ payment timeout disarmed. Grace never pays: when her timeout fires, her slot is 
 bookings, their timeout jobs and their commands' outbox live in one SQLite file (a directory of
 the system's temporary files), written in one unit of work; a ``QueueWorker`` runs the timeout
 jobs on the system clock, as a worker process would. The exit status is 0 when Ada is confirmed,
-Grace released, and each command was sent once.
+Grace released, and each command was sent once; 130 when Ctrl-C stopped it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 import tempfile
 import time
@@ -122,7 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ddd-celery-booking-") as directory:
-        return asyncio.run(run(Path(directory)))
+        try:
+            return asyncio.run(run(Path(directory)))
+        except KeyboardInterrupt:  # Ctrl-C: asyncio.run cancelled run(), which stopped its worker
+            print("\nStopped", flush=True)
+            return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":

@@ -5,14 +5,16 @@ so both processes always agree. Without it: Redis when ``REDIS_URL`` is set or a
 on localhost, otherwise the embedded default, which needs no server.
 
 On Redis, everything the example writes (the broker's queues, the lock, run state, checkpoints
-and last runs) is under a key prefix of its own, ``ddd_celery_example:``, and on a local Redis
-in a database of its own (15): the demo deletes those keys and only those at each start.
+and last runs) is under a key prefix of its own, ``ddd_celery_example:`` by default, and on a
+local Redis in a database of its own (15). The demo gives each run a prefix and a data folder
+of its own, so two runs on one machine never meet, and deletes that run's keys, and only
+those, at its end.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -131,8 +133,9 @@ class Backend:
         """Forget what an earlier run left: its messages, runs in progress, checkpoints.
 
         Deletes the example's files, or on Redis every key under its prefix and no other;
-        returns how many Redis keys went. Without it, a second run would start with the queued
-        messages and the claims of the first (a burst of old occurrences, skipped overlaps).
+        returns how many Redis keys went. Without it, a run on a folder or a prefix that an
+        earlier run used would start with the queued messages and the claims of that run (a
+        burst of old occurrences, skipped overlaps).
         """
         stale = [self.clinic_database]
         if self.redis_url is None:
@@ -142,14 +145,18 @@ class Backend:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{database}{suffix}").unlink(missing_ok=True)
         self.prepare()
+        return self.delete_keys()
+
+    def delete_keys(self) -> int:
+        """Delete every Redis key under the prefix, and no other; how many went (0 off Redis)."""
         if self.redis_url is None:
             return 0
         client = redis.Redis.from_url(self.redis_url)
         try:
-            keys = list(client.scan_iter(match=f"{self.key_prefix}*", count=1000))
-            if keys:
-                client.delete(*keys)
-            return len(keys)
+            deleted = 0
+            for keys in _batches(client.scan_iter(match=f"{_glob(self.key_prefix)}*", count=1000)):
+                deleted += client.delete(*keys)
+            return deleted
         finally:
             client.close()
 
@@ -167,6 +174,22 @@ def choose_backend(environ: Mapping[str, str]) -> Backend:
     if forced:
         raise ValueError(f"{BACKEND}={forced!r}: expected 'redis' or 'embedded'")
     return Backend("embedded", data)
+
+
+def _glob(text: str) -> str:
+    """``text`` as a literal in a Redis ``MATCH`` pattern."""
+    return "".join(f"\\{char}" if char in "*?[]\\" else char for char in text)
+
+
+def _batches(keys: Iterable[bytes], size: int = 500) -> Iterator[list[bytes]]:
+    batch: list[bytes] = []
+    for key in keys:
+        batch.append(key)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _answers(url: str) -> bool:
