@@ -6,6 +6,7 @@ import uuid
 from datetime import timedelta
 
 from redis import Redis
+from redis.exceptions import ResponseError
 
 from ddd_celery.kernel.clock import Clock, SystemClock
 from ddd_celery.kernel.lock import Lease, Lock, LockUnavailableError
@@ -14,7 +15,8 @@ from ddd_celery.redis.scripts import register
 
 
 class RedisLock(Lock):
-    """One ``SET <prefix><key> <token> NX PX <ttl_ms>`` per acquire; release by owner token.
+    """One ``SET <prefix><key> <token> NX PX <ttl_ms>`` per acquire (a refused one reads the key
+    once more); release by owner token.
 
     With the default empty prefix a key reads in Redis exactly as the scheduler names it,
     ``job:<name>:<instant>``; its value is the owner token, and Redis expires it on its own
@@ -59,9 +61,25 @@ class RedisLock(Lock):
         asked_at = self._clock.now()
         with unavailable_as(LockUnavailableError, f"acquire the lock {key!r}"):
             taken = self._client.set(self._prefix + key, token, nx=True, px=ttl_ms)
+            if not taken:
+                taken = self._resent_and_taken(key, token)
         if not taken:
             return None
         return Lease(key, token, asked_at + timedelta(milliseconds=ttl_ms))
+
+    def _resent_and_taken(self, key: str, token: str) -> bool:
+        """Whether a refused SET was this acquire's own, sent again by the client's retry.
+
+        redis-py sends a command again on a new connection when its reply is late: the first
+        send may have set the key, and the second then reads it as held by another owner,
+        which would record ``skipped-locked`` and run the occurrence nowhere. The key holding
+        this acquire's token says the first send took it. Only a refused acquire pays this
+        read; a taken one stays one ``SET``.
+        """
+        try:
+            return bool(self._client.get(self._prefix + key) == token.encode())
+        except ResponseError:  # a value that is no lock's: held, as the SET said
+            return False
 
     def release(self, lease: Lease) -> bool:
         with unavailable_as(LockUnavailableError, f"release the lock {lease.key!r}"):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pytest
+from fault_proxy import FaultProxy
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
@@ -14,6 +16,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ddd_celery.kernel.lock import Lease, LockUnavailableError
 from ddd_celery.redis import RedisLock, connect
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 if TYPE_CHECKING:
     from conftest import RedisProxy
@@ -53,10 +57,28 @@ def test_acquiring_is_one_set_nx_px(
 
     assert lease is not None
     assert refused is None
-    assert [(command[:3], set_options(command)) for command in commands] == [
+    assert [(command[:3], set_options(command)) for command in commands[:2]] == [
         (("SET", f"{prefix}{KEY}", lease.token), {"NX", "PX 60000"}),
         (("SET", f"{prefix}{KEY}", commands[1][2]), {"NX", "PX 60000"}),
     ]
+    assert commands[2:] == [("GET", f"{prefix}{KEY}")]  # a refused acquire reads its key once
+
+
+def test_an_acquire_whose_reply_is_late_and_sent_again_holds_its_lock(prefix: str) -> None:
+    """redis-py sends the SET again after its timeout: the second send must not read the first
+    one's lock as another owner's (the occurrence would run nowhere)."""
+    with FaultProxy.to_url(REDIS_URL) as proxy:
+        client = connect(proxy.url(REDIS_URL))  # 1 s timeout, one retry: the defaults
+        lock = RedisLock(client, prefix=prefix)
+        client.ping()
+        proxy.delay_replies(1.5, matching=b"SET", count=1)
+
+        lease = lock.acquire(KEY, 60_000)
+
+        assert proxy.delayed == 1
+        assert lease is not None
+        assert RedisLock(connect(REDIS_URL), prefix=prefix).acquire(KEY, 60_000) is None
+        assert lock.release(lease) is True
 
 
 def set_options(command: tuple[str, ...]) -> set[str]:
