@@ -1,7 +1,8 @@
 """Scheduled and background jobs on Celery: wire an app once, run ``celery beat`` and ``worker``.
 
 ``install_jobs`` is the one call for scheduled jobs, then ``install_background_jobs`` for
-background jobs (whose relay beat runs); ``run_now`` runs a scheduled job in this process. The
+background jobs (whose relay beat runs), or ``install_process_managers`` for background jobs and
+process managers together; ``run_now`` runs a scheduled job in this process. The
 beat scheduler, ``ddd_celery.celery.beat:JobBeatScheduler``, is chosen by ``install_jobs`` through
 ``beat_scheduler`` and imported by ``celery beat`` itself, not here.
 """
@@ -15,6 +16,11 @@ from ddd_celery.celery.background import (
     install_background_jobs,
 )
 from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError
+from ddd_celery.celery.processes import (
+    ProcessManagers,
+    install_process_managers,
+    process_managers_of,
+)
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.tasks import run_now
 
@@ -25,11 +31,14 @@ __all__ = [
     "CeleryJobPublisher",
     "CeleryJobs",
     "OccurrenceMessage",
+    "ProcessManagers",
     "UnreadableMessageError",
     "background_jobs_of",
     "install_background_jobs",
     "install_jobs",
+    "install_process_managers",
     "jobs_of",
+    "process_managers_of",
     "refuse_pickle",
     "run_now",
 ]

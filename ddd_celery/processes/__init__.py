@@ -1,5 +1,5 @@
 """Process managers: ``StoredProcessRunner``, the ``ProcessStore`` port and its in-memory adapter,
-the timeout and outbox jobs, the errors.
+the timeout and outbox jobs, the errors, what observes a step (its counter, the ``StepTracer``).
 
 Imports no Celery, Redis or SQL.
 """
@@ -29,6 +29,14 @@ from ddd_celery.processes.jobs import (
     ProcessTimeoutPayload,
 )
 from ddd_celery.processes.memory import InMemoryProcessStore
+from ddd_celery.processes.observability import (
+    PROCESS_STEPS_COUNTER,
+    NoStepTracer,
+    ProcessStep,
+    StepOutcome,
+    StepTrace,
+    StepTracer,
+)
 from ddd_celery.processes.runner import (
     DEFAULT_BACKOFF_MS,
     DEFAULT_MAX_ATTEMPTS,
@@ -49,21 +57,27 @@ __all__ = [
     "PROCESS_COMMANDS_JOB",
     "PROCESS_CONFLICT",
     "PROCESS_NOT_STARTED",
+    "PROCESS_STEPS_COUNTER",
     "STALE_PROCESS_VERSION",
     "UNKNOWN_PROCESS",
     "CorruptProcessStateError",
     "InMemoryProcessStore",
     "InvalidDecisionError",
+    "NoStepTracer",
     "NoTimeoutJobError",
     "ProcessCommandsJob",
     "ProcessCommandsPayload",
     "ProcessConflictError",
     "ProcessError",
     "ProcessNotStartedError",
+    "ProcessStep",
     "ProcessStore",
     "ProcessTimeoutJob",
     "ProcessTimeoutPayload",
     "StaleProcessVersionError",
+    "StepOutcome",
+    "StepTrace",
+    "StepTracer",
     "StoredProcess",
     "StoredProcessRunner",
     "UnknownProcessError",

@@ -31,6 +31,11 @@ Instances are scoped by tenant as jobs are: every step, timeout and ``find`` rea
 of the tenant of the execution scope in progress (none outside a scope), so two tenants' ``o-1``
 are two instances. A timeout job runs in the scope of the step that armed it (the worker restores
 it from the job), so it steps the instance of that tenant.
+
+Each step is logged (``Process step ran`` once it committed), counted in ``process_steps_total``
+by process, step and outcome (``StepOutcome``: succeeded, retried, conflict, ignored, failed),
+and traced: a span per step through the ``StepTracer`` given, under the current span or the
+scope's traceparent (the message that caused it).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from ddd_celery.declarations.process import (
 )
 from ddd_celery.kernel.commands import CommandBus
 from ddd_celery.kernel.job_queue import JobQueue
+from ddd_celery.kernel.metrics import Metrics, NoMetrics
 from ddd_celery.kernel.process_runner import (
     ProcessDecision,
     ProcessInstance,
@@ -72,6 +78,14 @@ from ddd_celery.processes.errors import (
     UnknownProcessError,
 )
 from ddd_celery.processes.jobs import ProcessCommandsJob
+from ddd_celery.processes.observability import (
+    PROCESS_STEPS_COUNTER,
+    NoStepTracer,
+    ProcessStep,
+    StepOutcome,
+    StepTrace,
+    StepTracer,
+)
 from ddd_celery.processes.store import ProcessStore, StoredProcess, dump_json
 
 DEFAULT_LOGGER = "ddd_celery.processes"
@@ -100,7 +114,8 @@ class StoredProcessRunner(ProcessRunner):
     every scope of the library shares). A step that lost a race pauses ``random() * min(
     max_backoff_ms, backoff_ms * 2 ** (losses - 1))`` ms through ``sleep`` (seconds) before it
     runs again. The process class is built with no argument for each step: a step decides from
-    its state and its message only.
+    its state and its message only. ``logger``, ``metrics`` and ``tracer`` observe each step
+    (by default: the ``ddd_celery.processes`` logger, no metrics, no spans).
     """
 
     def __init__(
@@ -118,6 +133,8 @@ class StoredProcessRunner(ProcessRunner):
         random: Callable[[], float] = _random.random,
         sleep: Callable[[float], None] = time.sleep,
         logger: logging.Logger | None = None,
+        metrics: Metrics | None = None,
+        tracer: StepTracer | None = None,
     ) -> None:
         for name, value in (
             ("max_attempts", max_attempts),
@@ -139,6 +156,8 @@ class StoredProcessRunner(ProcessRunner):
         self._random = random
         self._sleep = sleep
         self._logger = logger or logging.getLogger(DEFAULT_LOGGER)
+        self._metrics = metrics or NoMetrics()
+        self._tracer = tracer or NoStepTracer()
 
     def handle(
         self, process: type[Any] | str, instance_id: str, step: StepRef, message: Any
@@ -190,12 +209,37 @@ class StoredProcessRunner(ProcessRunner):
         message: Any,
         timeout: str | None,
     ) -> ProcessInstance[Any] | None:
+        context = self._scope.current()
+        tenant_id = None if context is None else context.tenant_id
+        traced = ProcessStep(
+            declaration.name,
+            step.name,
+            instance_id,
+            tenant_id,
+            timeout,
+            None if context is None else context.traceparent,
+        )
+        with self._tracer.trace(traced) as span:
+            return self._attempts(
+                declaration, instance_id, step, message, timeout, tenant_id=tenant_id, span=span
+            )
+
+    def _attempts(
+        self,
+        declaration: ProcessDeclaration,
+        instance_id: str,
+        step: StepDeclaration,
+        message: Any,
+        timeout: str | None,
+        *,
+        tenant_id: str | None,
+        span: StepTrace,
+    ) -> ProcessInstance[Any] | None:
         joined = self._unit_of_work.in_progress()
         attempts = 1 if joined else self._max_attempts
-        tenant_id = self._tenant()
         for attempt in range(1, attempts + 1):
             try:
-                return self._attempt(
+                found = self._attempt(
                     declaration,
                     instance_id,
                     step,
@@ -206,12 +250,16 @@ class StoredProcessRunner(ProcessRunner):
                 )
             except StaleProcessVersionError as error:
                 if attempt == attempts:
-                    raise ProcessConflictError(
+                    conflict = ProcessConflictError(
                         f"step {step.name!r} of instance {instance_id!r} lost the race for it "
                         f"{attempts} time(s)"
                         + (" inside the caller's unit of work, which decides" if joined else ""),
                         process=declaration.name,
-                    ) from error
+                    )
+                    self._count(declaration, step, StepOutcome.CONFLICT, conflict)
+                    span.conclude(StepOutcome.CONFLICT, attempts=attempt, error=conflict)
+                    raise conflict from error
+                self._count(declaration, step, StepOutcome.RETRIED, error)
                 pause_ms = self._random() * min(
                     self._max_backoff_ms, self._backoff_ms * 2 ** (attempt - 1)
                 )
@@ -227,7 +275,34 @@ class StoredProcessRunner(ProcessRunner):
                     },
                 )
                 self._sleep(pause_ms / 1_000)
+                continue
+            except Exception as error:
+                self._count(declaration, step, StepOutcome.FAILED, error)
+                span.conclude(StepOutcome.FAILED, attempts=attempt, error=error)
+                raise
+            if found is None:
+                self._count(declaration, step, StepOutcome.IGNORED)
+                span.conclude(StepOutcome.IGNORED, attempts=attempt)
+            else:
+                span.conclude(StepOutcome.SUCCEEDED, attempts=attempt, version=found.version)
+            return found
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _count(
+        self,
+        declaration: ProcessDeclaration,
+        step: StepDeclaration,
+        outcome: StepOutcome,
+        error: BaseException | None = None,
+    ) -> None:
+        code = getattr(error, "code", None)
+        labels = {
+            "process": declaration.name,
+            "step": step.name,
+            "outcome": outcome.value,
+            "error_code": code if isinstance(code, str) else "",
+        }
+        self._metrics.increment(PROCESS_STEPS_COUNTER, labels)
 
     def _attempt(
         self,
@@ -296,6 +371,9 @@ class StoredProcessRunner(ProcessRunner):
                 "fired": timeout,
             }
             self._unit_of_work.after_commit(lambda: self._logger.info(STEP_RAN, extra=ran))
+            self._unit_of_work.after_commit(
+                lambda: self._count(declaration, step, StepOutcome.SUCCEEDED)
+            )
             self._unit_of_work.after_commit(
                 lambda: self._after_commit(saved, sent, outbox, cancelled)
             )

@@ -2,7 +2,9 @@
 
 The appointment booking of the clinic example on the SQL family (PostgreSQL): the instances,
 the timeout jobs and the commands' outbox in one database, written in one unit of work; the
-broker and the records on the shared Redis. From the environment:
+broker and the records on the shared Redis. Wired as an application does, with
+``install_process_managers``; ``PaymentWebhookJob`` is the app's own job that steps a booking.
+From the environment:
 
 ``DDD_TEST_BROKER_URL``    the broker and the records (the shared Redis)
 ``DDD_TEST_PREFIX``        the test's key prefix, for every Redis key of every process
@@ -10,7 +12,8 @@ broker and the records on the shared Redis. From the environment:
 ``DDD_TEST_TABLES``        the tables' prefix (created by the test)
 
 Every command the worker's runner sends is noted in ``<prefix>pm:commands`` (its type, body and
-the pid), every message published in ``<prefix>pm:published`` (task, kwargs, eta, pid).
+the pid), every message published in ``<prefix>pm:published`` (task, kwargs, eta, pid), every
+counter incremented in ``<prefix>pm:metrics`` (name, labels, pid).
 """
 
 from __future__ import annotations
@@ -19,20 +22,18 @@ import json
 import os
 from typing import Any
 
+from booking_webhook import PaymentWebhookJob
 from celery import Celery
 from celery.signals import before_task_publish
 from pydantic import BaseModel
 from sqlalchemy import create_engine
 from sqlalchemy.orm import sessionmaker
 
-from ddd_celery.celery import install_jobs
-from ddd_celery.celery.background import install_background_jobs
-from ddd_celery.kernel import CommandBus, ProcessRunner
-from ddd_celery.processes import ProcessCommandsJob, StoredProcessRunner
+from ddd_celery.celery import install_jobs, install_process_managers
+from ddd_celery.kernel import CommandBus, Labels, Metrics
 from ddd_celery.redis import RedisLock, connect
-from ddd_celery.sql import SqlAlchemyUnitOfWork, SqlJobStore
-from ddd_celery.sql.process_store import SqlProcessStore
-from examples.clinic.booking.process import AppointmentBookingTimeoutJob
+from ddd_celery.sql import SqlAlchemyUnitOfWork, SqlJobStore, SqlProcessStore
+from examples.clinic.booking.process import AppointmentBooking
 
 BROKER_URL = os.environ["DDD_TEST_BROKER_URL"]
 PREFIX = os.environ["DDD_TEST_PREFIX"]
@@ -52,6 +53,17 @@ class RecordingBus(CommandBus):
         redis.rpush(f"{PREFIX}pm:commands", json.dumps(line))
 
 
+class RecordingMetrics(Metrics):
+    """Notes each counter incremented in Redis, where the test reads it."""
+
+    def increment(self, name: str, labels: Labels, value: float = 1.0) -> None:
+        line = {"name": name, "labels": dict(labels), "value": value, "pid": os.getpid()}
+        redis.rpush(f"{PREFIX}pm:metrics", json.dumps(line))
+
+    def observe(self, name: str, value: float, labels: Labels) -> None:
+        return None
+
+
 app = Celery("process_managers_app", broker=BROKER_URL)
 app.conf.update(
     broker_transport_options={"global_keyprefix": PREFIX},
@@ -60,20 +72,17 @@ app.conf.update(
     worker_prefetch_multiplier=1,
 )
 install_jobs(app, jobs=[], lock=RedisLock(redis, prefix=PREFIX))
-bus = RecordingBus()
-background = install_background_jobs(
+processes = install_process_managers(
     app,
-    jobs=[AppointmentBookingTimeoutJob, ProcessCommandsJob],
-    store=SqlJobStore(engine, unit_of_work=unit_of_work, prefix=TABLES),
-    providers={ProcessRunner: lambda: runner, CommandBus: lambda: bus},
+    managers=[AppointmentBooking],
+    store=SqlProcessStore(engine, unit_of_work=unit_of_work, prefix=TABLES),
+    commands=RecordingBus(),
+    unit_of_work=unit_of_work,
+    job_store=SqlJobStore(engine, unit_of_work=unit_of_work, prefix=TABLES),
+    jobs=[PaymentWebhookJob],
+    metrics=RecordingMetrics(),
     lease_ms=3_000,
     heartbeat_ms=500,
-)
-runner = StoredProcessRunner(
-    store=SqlProcessStore(engine, unit_of_work=unit_of_work, prefix=TABLES),
-    jobs=background.queue(unit_of_work=unit_of_work),
-    commands=bus,
-    unit_of_work=unit_of_work,
 )
 
 

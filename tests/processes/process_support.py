@@ -294,3 +294,23 @@ def seconds_between(start: datetime, end: datetime) -> list[datetime]:
         first += timedelta(seconds=1)
     count = int((end - first).total_seconds()) + 1
     return [first + timedelta(seconds=i) for i in range(max(0, count))]
+
+
+class AppProcess(CeleryProcess):
+    """A ``celery -A <app> <command>`` subprocess of a test app other than ``process_app``."""
+
+    def __init__(
+        self, app: str, name: str, args: list[str], env: Mapping[str, str], log: Path
+    ) -> None:
+        self.app = app
+        super().__init__(name, args, env, log)
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", self.app, *self._args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self._env,
+                cwd=HERE,
+            )
