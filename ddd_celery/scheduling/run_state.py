@@ -47,7 +47,9 @@ class JobRunState(ABC):
         """Start ``scheduled_at`` if no run is in progress, else queue it (when ``queue``) or not.
 
         A queued occurrence keeps its place until ``finish`` promotes it or ``drop_queued``
-        removes it. Raises when the store cannot be asked.
+        removes it. A claim of the occurrence in progress or queued answers as the claim that
+        made it (only the holder of an occurrence's lock claims it, so it is that claim sent
+        again after its reply was lost). Raises when the store cannot be asked.
         """
 
     @abstractmethod
@@ -107,6 +109,10 @@ class InMemoryJobRunState(JobRunState):
             if slot is None:
                 self._slots[job] = _Slot(instant, self._expiry(ttl_ms))
                 return Claim.STARTED
+            if slot.running == instant:
+                return Claim.STARTED
+            if slot.queued == instant:
+                return Claim.QUEUED
             if queue and slot.queued is None:
                 slot.queued = instant
                 return Claim.QUEUED

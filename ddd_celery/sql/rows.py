@@ -206,6 +206,9 @@ class RunRows:
         parameters = {"run_job": job, "at": at, "until": expires_at, "now": now}
         if connection.execute(self._start, parameters).first() is not None:
             return Claim.STARTED
+        already = self.claimed(connection, job, at, now=now)
+        if already is not None:  # this claim, sent again after its reply was lost
+            return already
         if not queue:
             return Claim.BUSY
         queued = connection.execute(self._queue, parameters).first()

@@ -13,12 +13,23 @@
 -- Returns
 --   'started' (it is now the run in progress), 'queued' (it waits behind the run in
 --   progress) or 'busy' (a run is in progress and, when queueing, another already waits).
-if redis.call('EXISTS', KEYS[1]) == 0 then
+--   A claim of the occurrence in progress or queued answers as its first send did: only the
+--   holder of the occurrence's lock claims it, so that is this claim sent again (redis-py
+--   resends a script whose reply was late).
+local slot = redis.call('HMGET', KEYS[1], 'running', 'queued')
+if not slot[1] then
   redis.call('HSET', KEYS[1], 'running', ARGV[1])
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   return 'started'
 end
-if ARGV[2] == '1' and redis.call('HSETNX', KEYS[1], 'queued', ARGV[1]) == 1 then
+if slot[1] == ARGV[1] then
+  return 'started'
+end
+if slot[2] == ARGV[1] then
+  return 'queued'
+end
+if ARGV[2] == '1' and not slot[2] then
+  redis.call('HSET', KEYS[1], 'queued', ARGV[1])
   return 'queued'
 end
 return 'busy'

@@ -88,6 +88,20 @@ class JobRunStateContract:
         assert run_state_subject.state.claim(JOB, T1, queue=True, ttl_ms=TTL_MS) is Claim.QUEUED
         assert run_state_subject.state.running(JOB) == T0
 
+    def test_a_claim_sent_again_answers_as_the_claim_that_made_it(
+        self, run_state_subject: JobRunStateSubject
+    ) -> None:
+        state = run_state_subject.state
+        assert state.claim(JOB, T0, queue=True, ttl_ms=TTL_MS) is Claim.STARTED
+        assert state.claim(JOB, T1, queue=True, ttl_ms=TTL_MS) is Claim.QUEUED
+
+        assert state.claim(JOB, T0, queue=True, ttl_ms=TTL_MS) is Claim.STARTED
+        assert state.claim(JOB, T0, queue=False, ttl_ms=TTL_MS) is Claim.STARTED
+        assert state.claim(JOB, T1, queue=True, ttl_ms=TTL_MS) is Claim.QUEUED
+        assert state.claim(JOB, T2, queue=True, ttl_ms=TTL_MS) is Claim.BUSY
+        assert state.finish(JOB, T0, ttl_ms=TTL_MS) == T1
+        assert state.finish(JOB, T1, ttl_ms=TTL_MS) is None
+
     def test_only_one_occurrence_waits_behind_a_run(
         self, run_state_subject: JobRunStateSubject
     ) -> None:
