@@ -48,6 +48,7 @@ _HELP = {
     "scheduled_job_duration_ms": "Duration of the runs of scheduled jobs, in milliseconds.",
     "background_job_runs_total": "Attempts of background jobs, by outcome.",
     "background_job_duration_ms": "Duration of the attempts of background jobs, in milliseconds.",
+    "process_steps_total": "Steps of process managers, by outcome.",
 }
 
 _logger = logging.getLogger("ddd_celery.prometheus")
