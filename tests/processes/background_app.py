@@ -10,8 +10,9 @@ from the environment:
 ``DDD_TEST_REDISPATCH_MS``   the relay's ``redispatch_after_ms`` (default 10 s)
 ``DDD_TEST_SQL_URL``         when set, the store is ``SqlJobStore`` on that database instead,
                              its tables under ``DDD_TEST_SQL_PREFIX``
-``DDD_TEST_STORE_URL``       when set, the Redis the job store alone is reached at (a fault
-                             proxy's); the broker, the lock and the records stay direct
+``DDD_TEST_STORE_URL``       when set, where the job store alone is reached (a fault proxy's):
+                             Redis, or the database of ``DDD_TEST_SQL_URL``; the broker, the
+                             lock and the records stay direct
 ``DDD_TEST_CLOCK_SHIFT_MS``  this process's clock runs this much ahead (negative: behind)
 ``DDD_TEST_DEFAULTS``        when set, the lease, heartbeat and redispatch are the library's
 ``DDD_TEST_PREFETCH``        the worker's prefetch multiplier (default 1)
@@ -66,14 +67,15 @@ app.conf.update(
     worker_prefetch_multiplier=int(os.environ.get("DDD_TEST_PREFETCH", "1")),
 )
 install_jobs(app, jobs=[], lock=RedisLock(redis, prefix=PREFIX), clock=clock)
-store_client = (
-    connect(os.environ["DDD_TEST_STORE_URL"]) if "DDD_TEST_STORE_URL" in os.environ else redis
-)
-store: JobStore = RedisJobStore(store_client, prefix=f"{PREFIX}store:")
+store_url = os.environ.get("DDD_TEST_STORE_URL")
+store: JobStore
 if os.environ.get("DDD_TEST_SQL_URL"):
     store = SqlJobStore(
-        create_engine(os.environ["DDD_TEST_SQL_URL"]), prefix=os.environ["DDD_TEST_SQL_PREFIX"]
+        create_engine(store_url or os.environ["DDD_TEST_SQL_URL"]),
+        prefix=os.environ["DDD_TEST_SQL_PREFIX"],
     )
+else:
+    store = RedisJobStore(connect(store_url) if store_url else redis, prefix=f"{PREFIX}store:")
 timing: dict[str, int] = {}
 if not os.environ.get("DDD_TEST_DEFAULTS"):
     timing = {

@@ -117,6 +117,14 @@ class Background:
             declarations=JOBS,
         )
 
+    def store_proxy(self) -> FaultProxy:
+        """A fault proxy in front of the store's server."""
+        return FaultProxy.to_url(REDIS_URL)
+
+    def through(self, proxy: FaultProxy) -> dict[str, str]:
+        """The environment of a process whose store is reached through ``proxy``."""
+        return {"DDD_TEST_STORE_URL": proxy.url(REDIS_URL)}
+
     def env(self, **more: str) -> dict[str, str]:
         return {
             **os.environ,
@@ -234,11 +242,10 @@ def test_a_thousand_jobs_all_succeed_once_at_a_time_while_the_worker_is_killed_t
     worker and beat reach the store through the proxy, which holds back one reply in fifty by
     1.5 s, past ``connect()``'s 1 s timeout: every script the store runs is sent again by
     redis-py or by the worker, and must answer as once."""
-    with FaultProxy.to_url(REDIS_URL) as proxy:
-        store_url = proxy.url(REDIS_URL)
+    with bg.store_proxy() as proxy:
         proxy.delay_replies(1.5, every=50)
-        bg.beat(DDD_TEST_STORE_URL=store_url)
-        worker = bg.worker(pool="prefork", concurrency=2, DDD_TEST_STORE_URL=store_url)
+        bg.beat(**bg.through(proxy))
+        worker = bg.worker(pool="prefork", concurrency=2, **bg.through(proxy))
         ids, killed_at = _run_a_thousand_killing_twice(bg, worker, kills=[250, 550])
         late = proxy.delayed
 

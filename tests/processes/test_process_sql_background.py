@@ -85,6 +85,12 @@ class SqlBackground(on_redis.Background):
             declarations=JOBS,
         )
 
+    def store_proxy(self) -> on_redis.FaultProxy:
+        return on_redis.FaultProxy.to_url(DATABASE_URL)
+
+    def through(self, proxy: on_redis.FaultProxy) -> dict[str, str]:
+        return {"DDD_TEST_STORE_URL": proxy.url(DATABASE_URL)}
+
     def env(self, **more: str) -> dict[str, str]:
         return super().env(
             DDD_TEST_SQL_URL=DATABASE_URL, DDD_TEST_SQL_PREFIX=self.table_prefix, **more
