@@ -1,0 +1,290 @@
+"""The built site renders as written: nothing loaded from outside, code highlighted at build
+time, nested lists nested, no fence leaking into the text.
+
+The site is built once per session with ``mkdocs build --strict``, as scripts/test.sh does, into
+a folder of the session's own.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.rglob("*.md"))
+
+_ITEM = re.compile(r"^(?P<indent> *)(?:[-*+]|\d+[.)]) +(?P<text>\S.*)$")
+_FENCE = re.compile(r"^ *(`{3,}|~{3,})")
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "wbr"}
+
+
+def _name(page: Path) -> str:
+    return str(page.relative_to(DOCS))
+
+
+def built_page(site: Path, page: Path) -> Path:
+    """Where mkdocs writes ``page`` (use_directory_urls: ``x.md`` is ``x/index.html``)."""
+    relative = page.relative_to(DOCS).with_suffix("")
+    if relative.name == "index":
+        return site / relative.parent / "index.html"
+    return site / relative / "index.html"
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("site")
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-6000:]
+    return folder
+
+
+def nested_items(page: Path) -> Iterator[tuple[int, str]]:
+    """The list items of ``page`` written under another item: (line, their first words).
+
+    Outside code fences and HTML comments. An item indented under an item is meant nested,
+    whatever its indent; Python-Markdown nests it only at four spaces or more.
+    """
+    lines = page.read_text(encoding="utf-8").splitlines()
+    fence: str | None = None
+    in_comment = False
+    in_list = False
+    for number, line in enumerate(lines, start=1):
+        opening = _FENCE.match(line)
+        if fence is not None:
+            if opening and line.strip() == opening[1] and opening[1].startswith(fence):
+                fence = None
+            continue
+        if opening:
+            fence = opening[1]
+            continue
+        if in_comment or line.lstrip().startswith("<!--"):
+            in_comment = "-->" not in line
+            continue
+        item = _ITEM.match(line)
+        if item and item["indent"] and in_list:
+            yield number, _words(item["text"])
+        if item and not item["indent"]:
+            in_list = True
+        elif line and not line.startswith(" "):
+            in_list = False
+
+
+def _words(markdown: str, count: int = 4) -> str:
+    """The first words of a line of Markdown as they read once rendered."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown)
+    text = re.sub(r"[*_`]", "", text)
+    return " ".join(text.split()[:count])
+
+
+@dataclass
+class Rendered(HTMLParser):
+    """What a test reads of a page: scripts and stylesheets, code blocks, nested items' text."""
+
+    loaded: list[str] = field(default_factory=list)
+    code_blocks: list[tuple[bool, bool]] = field(default_factory=list)
+    """(inside a Pygments ``div.highlight``, has token spans) for each ``<pre>``."""
+    nested_texts: list[str] = field(default_factory=list)
+    text_outside_code: list[str] = field(default_factory=list)
+    _stack: list[tuple[str, str]] = field(default_factory=list)
+    _open_items: list[list[str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag == "script" and values.get("src"):
+            self.loaded.append(values["src"] or "")
+        if tag == "link":
+            self.loaded.append(values.get("href") or "")
+        if tag in _VOID:
+            return
+        if tag == "pre":
+            highlighted = any(t == "div" and "highlight" in c.split() for t, c in self._stack)
+            self.code_blocks.append((highlighted, False))
+        if tag == "span" and self._inside("pre") and values.get("class"):
+            highlighted, _ = self.code_blocks[-1]
+            self.code_blocks[-1] = (highlighted, True)
+        if tag == "li":
+            self._open_items.append([])
+        self._stack.append((tag, values.get("class") or ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if all(opened != tag for opened, _ in self._stack):
+            return
+        while self._stack:
+            opened, _ = self._stack.pop()
+            if opened == "li":
+                text = " ".join("".join(self._open_items.pop()).split())
+                if any(t == "li" for t, _ in self._stack):
+                    self.nested_texts.append(text)
+            if opened == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        for texts in self._open_items:
+            texts.append(data)
+        if not self._inside("pre") and not self._inside("code"):
+            self.text_outside_code.append(data)
+
+    def _inside(self, tag: str) -> bool:
+        return any(opened == tag for opened, _ in self._stack)
+
+
+def rendered(site: Path, page: Path) -> Rendered:
+    parser = Rendered()
+    parser.feed(built_page(site, page).read_text(encoding="utf-8"))
+    parser.close()
+    return parser
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_a_page_loads_no_script_and_no_stylesheet_from_outside(site: Path, page: Path) -> None:
+    loaded = rendered(site, page).loaded
+
+    assert loaded, "the page's own scripts and stylesheets should be read"
+    assert [url for url in loaded if re.match(r"(?i)^(https?:)?//", url)] == []
+
+
+def test_the_pages_load_the_pygments_stylesheet_the_site_ships(site: Path) -> None:
+    home = rendered(site, DOCS / "index.md")
+
+    assert "css/pygments.css" in home.loaded
+    assert ".highlight .k " in (site / "css" / "pygments.css").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_every_code_block_is_highlighted_at_build_time(site: Path, page: Path) -> None:
+    blocks = rendered(site, page).code_blocks
+    source = page.read_text(encoding="utf-8")
+
+    assert all(highlighted for highlighted, _ in blocks)
+    if re.search(r"^ *```(python|bash|console|toml|yaml)\b", source, re.MULTILINE):
+        assert any(tokens for _, tokens in blocks), "a block of a language carries Pygments spans"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_each_nested_list_of_the_page_renders_nested(site: Path, page: Path) -> None:
+    nested = " | ".join(rendered(site, page).nested_texts)
+
+    flat = [(line, words) for line, words in nested_items(page) if words not in nested]
+
+    assert flat == [], f"{_name(page)}: these items render flat (indent them by 4 spaces)"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_no_fence_leaks_into_the_text(site: Path, page: Path) -> None:
+    text = "".join(rendered(site, page).text_outside_code)
+    code = built_page(site, page).read_text(encoding="utf-8")
+
+    assert "```" not in text
+    assert "~~~" not in text
+    assert "```" not in code, "a fence closed with text after it swallowed what follows"
+
+
+NESTED_PAGE = """\
+# A page
+
+- an item:
+  - indented by two, meant nested
+- another:
+    - indented by four
+
+```markdown
+- not a list:
+  - in a fence
+```
+
+<!--
+- nor in a comment
+  - here
+-->
+1. A step:
+   - three spaces
+"""
+
+
+def test_the_items_meant_nested_are_found_outside_fences_and_comments(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(NESTED_PAGE)
+
+    assert list(nested_items(page)) == [
+        (4, "indented by two, meant"),
+        (6, "indented by four"),
+        (18, "three spaces"),
+    ]
+
+
+CHROMIUM = "/usr/bin/chromium"
+PROBE = """
+<script>
+  // after load, once the theme's script has put each table in its scrolling frame
+  window.addEventListener("load", () => setTimeout(() => {
+    const frame = document.querySelector(".wy-table-responsive");
+    const text = document.createRange();
+    text.selectNodeContents(document.querySelector("table"));
+    const keyword = document.querySelector(".highlight .kn");
+    const plain = document.querySelector(".highlight code");
+    document.body.dataset.probe = JSON.stringify({
+      framed: frame !== null,
+      textRight: text.getBoundingClientRect().right,
+      frameRight: frame && frame.getBoundingClientRect().right,
+      keyword: keyword && getComputedStyle(keyword).color,
+      plain: plain && getComputedStyle(plain).color,
+    });
+  }, 100));
+</script>
+"""
+
+
+@pytest.mark.processes
+def test_in_a_browser_offline_the_home_page_s_table_fits_and_code_is_coloured(
+    site: Path,
+) -> None:
+    # the home page with a probe that measures it once its stylesheets are in
+    probed = site / "probed.html"
+    home = (site / "index.html").read_text(encoding="utf-8")
+    probed.write_text(home.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+
+    shown = subprocess.run(
+        [
+            *("timeout", "-s", "KILL", "90", CHROMIUM, "--headless", "--no-sandbox"),
+            *("--disable-gpu", "--disable-background-networking", "--disable-component-update"),
+            *("--disable-sync", "--no-first-run", f"--user-data-dir={site.parent / 'chromium'}"),
+            "--host-resolver-rules=MAP * ~NOTFOUND",  # offline: no host resolves
+            "--window-size=1280,1600",
+            "--virtual-time-budget=5000",  # the page's timers run before the dump
+            "--dump-dom",
+            probed.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    found = re.search(r'data-probe="([^"]*)"', shown.stdout)
+    assert found is not None, shown.stdout[-3000:]
+    probe = json.loads(html.unescape(found[1]))
+    assert probe["framed"], "the theme's script framed the table"
+    assert probe["textRight"] <= probe["frameRight"] + 1, "the Where to start table is cut"
+    assert probe["keyword"] is not None, "Pygments marked the keywords up"
+    assert probe["keyword"] != probe["plain"], "Pygments colours a keyword"
