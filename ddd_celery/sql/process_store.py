@@ -27,8 +27,6 @@ same unit of work, the state, the timeouts it arms and its commands' outbox comm
 
 from __future__ import annotations
 
-import hashlib
-
 from sqlalchemy import (
     Column,
     Engine,
@@ -37,7 +35,6 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     Table,
     Text,
-    func,
     inspect,
     select,
     update,
@@ -57,7 +54,7 @@ from ddd_celery.processes.store import (
 from ddd_celery.sql.connection import Connector
 from ddd_celery.sql.dialects import upsert
 from ddd_celery.sql.errors import StoreUnavailableError
-from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
+from ddd_celery.sql.tables import DEFAULT_PREFIX, create_missing, tables
 from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
 
 
@@ -79,31 +76,21 @@ def process_table(prefix: str = DEFAULT_PREFIX) -> Table:
 
 def create_process_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> Table:
     """Create ``<prefix>processes`` if it does not exist yet; idempotent, and safe when several
-    processes call it at once (on PostgreSQL they take turns on an advisory lock: two
-    ``CREATE TABLE`` at once collide in its catalog even with ``IF NOT EXISTS``).
+    processes call it at once (``tables.create_missing``: on PostgreSQL they take turns on
+    ddd_celery's DDL lock).
 
     Raises ``RuntimeError`` when the table exists without ``tenant`` (made before instances
     were keyed by tenant): ``docs/processes.md`` shows the statements that upgrade it.
     """
     table = process_table(prefix)
-    with engine.begin() as connection:
-        if connection.dialect.name == "postgresql":
-            connection.execute(select(func.pg_advisory_xact_lock(_lock_key(table.name))))
-        table.metadata.create_all(connection)
-        columns = {column["name"] for column in inspect(connection).get_columns(table.name)}
+    create_missing(engine, table.metadata)
+    columns = {column["name"] for column in inspect(engine).get_columns(table.name)}
     if "tenant" not in columns:
         raise RuntimeError(
             f"table {table.name} has no tenant column: it was made before process instances "
             "were keyed by tenant; upgrade it as docs/processes.md shows"
         )
     return table
-
-
-def _lock_key(name: str) -> int:
-    """The advisory lock of creating table ``name``: a signed 64-bit number of its own."""
-    return int.from_bytes(
-        hashlib.sha256(f"ddd_celery create {name}".encode()).digest()[:8], "big", signed=True
-    )
 
 
 def drop_process_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> None:
