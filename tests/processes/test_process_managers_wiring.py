@@ -162,17 +162,18 @@ def test_one_call_wires_the_runner_its_jobs_and_the_jobs_that_step_a_process_on_
     assert (confirmed.version, confirmed.state.status, confirmed.timeouts) == (2, "confirmed", {})
     assert (released.version, released.state.status) == (2, "released")
     store = wired.background.store
-    wait_until(
-        lambda: (
-            store.find(paid_later.timeouts["payment"], tenant_id=None).status is JobStatus.CANCELLED
-        ),
-        10,
-        "the worker's runner to cancel the disarmed timeout",
-    )
-    assert store.find(webhook, tenant_id=None).status is JobStatus.SUCCEEDED
-    steps = [
-        (m["labels"]["step"], m["labels"]["outcome"])
-        for m in read("metrics")
-        if m["name"] == "process_steps_total"
-    ]
-    assert sorted(steps) == [("payment_received", "succeeded"), ("payment_timed_out", "succeeded")]
+
+    def status(job_id: str) -> JobStatus | None:
+        job = store.find(job_id, tenant_id=None)
+        return None if job is None else job.status
+
+    # the worker's runner cancelled the disarmed timeout after its commit; each job ends after
+    # the command it sent
+    wait_until(lambda: status(paid_later.timeouts["payment"]) is JobStatus.CANCELLED, 10, "cancel")
+    wait_until(lambda: status(webhook) is JobStatus.SUCCEEDED, 10, "the webhook job's end")
+
+    def steps() -> list[tuple[str, str]]:
+        counted = [m["labels"] for m in read("metrics") if m["name"] == "process_steps_total"]
+        return sorted((labels["step"], labels["outcome"]) for labels in counted)
+
+    assert steps() == [("payment_received", "succeeded"), ("payment_timed_out", "succeeded")]
