@@ -29,6 +29,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from ddd_celery.background.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.lock import Lock
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
@@ -45,7 +46,6 @@ PREFIX = "ddd_celery_"
 REDIS_URL = f"{PREFIX}redis_url"
 INVALID_JOBS_CONFIG = "INVALID_JOBS_CONFIG"
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
 
 
 class JobsConfigError(ValueError):
@@ -68,7 +68,8 @@ class JobsConfig(BaseModel):
     grace_ms: Annotated[StrictInt, Field(ge=0, le=24 * 3_600_000)] = DEFAULT_GRACE_MS
     """How long a worker that stops waits for its runs before aborting them (``JOB_ABORTED``)."""
     max_payload_bytes: Annotated[StrictInt, Field(gt=0)] = DEFAULT_MAX_PAYLOAD_BYTES
-    """The largest payload, as JSON in UTF-8, a background job is enqueued with."""
+    """The largest payload a background job is enqueued with: its compact JSON as the stores
+    keep it (ASCII, non-ASCII escaped), in bytes."""
 
 
 @dataclass(frozen=True, slots=True)
