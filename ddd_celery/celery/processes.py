@@ -115,9 +115,17 @@ def install_process_managers(
     ``app.ddd_processes`` (``process_managers_of``) and returns it. Refuses no manager or a
     class not declared with ``@process_manager`` (``ValueError``, ``UnknownProcessError``),
     providers of ``ProcessRunner`` or ``CommandBus`` (``ValueError``: they are this call's),
-    and whatever ``install_background_jobs`` refuses. Connects to nothing.
+    a ``store`` that is no ``ProcessStore`` or a ``job_store`` no ``JobStore`` (``TypeError``:
+    ``install_background_jobs`` calls the job store ``store``), and whatever
+    ``install_background_jobs`` refuses. Connects to nothing.
     """
     declared = _managers(managers)
+    for name, value, port in (("store", store, ProcessStore), ("job_store", job_store, JobStore)):
+        if not isinstance(value, port):
+            raise TypeError(
+                f"{name} must be a {port.__name__}, and {type(value).__name__} is not one "
+                "(store= keeps the instances, job_store= the background jobs)"
+            )
     given = dict(providers or {})
     taken = sorted(port.__name__ for port in (ProcessRunner, CommandBus) if port in given)
     if taken:

@@ -138,6 +138,13 @@ def test_no_manager_or_a_class_not_declared_is_refused() -> None:
         install(app_with_jobs(), managers=[RequestPayment])
 
 
+def test_the_job_store_given_as_the_process_store_is_refused_naming_both() -> None:
+    job_store = InMemoryJobStore()
+    refused = "store must be a ProcessStore, and InMemoryJobStore is not one"
+    with pytest.raises(TypeError, match=refused):
+        install(app_with_jobs(), store=job_store, job_store=job_store)
+
+
 def test_an_app_with_background_jobs_installed_already_is_refused_by_the_install() -> None:
     app = app_with_jobs()
     install_background_jobs(app, jobs=[], store=InMemoryJobStore())
