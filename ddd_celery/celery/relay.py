@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from ddd_celery.background.observability import DEFAULT_LOGGER, log_lease_expired
-from ddd_celery.background.store import JobStore, StoredJob
+from ddd_celery.background.store import JobStore, StoredJob, dropped_of
 from ddd_celery.celery.background.publisher import send_wakeup
 from ddd_celery.celery.publish_batch import publish_batch
 from ddd_celery.celery.registry import CeleryJob
@@ -59,6 +59,15 @@ class RelayTick:
 
     expired: int
     published: int
+    dropped: int = 0
+    """Index entries the store dropped because their job's record was gone."""
+
+
+VANISHED = (
+    "Relay: %d index entries named background jobs whose record is gone (evicted or deleted): "
+    "dropped, those jobs are lost"
+)
+"""Said at WARNING: a Redis that evicts keys (``maxmemory-policy``) loses jobs; the pass goes on."""
 
 
 class Relay:
@@ -93,10 +102,11 @@ class Relay:
     def run(self) -> RelayTick:
         """One tick at the clock's ``now``; raises what the store or the broker raised."""
         now = self._clock.now()
-        expired = 0
+        expired = dropped = 0
         for _ in range(self._max_batches):
             handed_back = self._store.expire_leases(now=now, limit=self._batch)
             expired += len(handed_back)
+            dropped += dropped_of(handed_back)
             for job in handed_back:
                 self._expired(job)
             if len(handed_back) < self._batch:
@@ -113,8 +123,11 @@ class Relay:
                             self._app, dispatch.name, dispatch.queue, dispatch.job_id, producer
                         )
                 published += len(due)
+                dropped += dropped_of(due)
                 if len(due) < self._batch:
                     break
+        if dropped:
+            self._logger.warning(VANISHED, dropped, extra={"job": RELAY_JOB, "dropped": dropped})
         self._logger.log(
             logging.INFO if expired or published else logging.DEBUG,
             RELAY_TICK,
@@ -122,7 +135,7 @@ class Relay:
             published,
             extra={"job": RELAY_JOB, "expired": expired, "published": published},
         )
-        return RelayTick(expired=expired, published=published)
+        return RelayTick(expired=expired, published=published, dropped=dropped)
 
     def _expired(self, job: StoredJob) -> None:
         """Log a job whose worker was lost: ``failed`` (to run again) or ``dead``."""

@@ -20,6 +20,7 @@ from celery import Celery
 from celery.bin.base import CLIContext
 from celery.signals import before_task_publish
 from click.testing import CliRunner
+from redis import Redis
 
 from ddd_celery.background import InMemoryJobStore, JobStatus
 from ddd_celery.background.observability import LEASE_EXPIRED
@@ -32,6 +33,7 @@ from ddd_celery.celery.registry import jobs_of
 from ddd_celery.celery.relay import RELAY_JOB, Relay
 from ddd_celery.declarations import JobExecution, scheduled
 from ddd_celery.kernel import FixedClock, InMemoryLock, Lease, Lock, iso_ms
+from ddd_celery.redis import RedisJobStore
 from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
 from ddd_celery.scheduling.outcomes import JobRun
 
@@ -436,3 +438,32 @@ def test_beat_stops_without_waiting_for_a_relay_pass_hung_in_its_store() -> None
     store.resume()
     assert scheduler.wait_for_system_jobs(5)
     assert [run.outcome.value for run in built.runs] == ["succeeded"]
+
+
+@pytest.mark.redis
+def test_a_job_record_gone_from_redis_is_dropped_and_said_and_the_pass_publishes_the_rest(
+    redis_client: Redis, redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Redis that evicts keys loses a job's record while its indexes still name it: the pass
+    drops those entries, says so at warning with the count, and publishes every other job."""
+    clock = FixedClock(START)
+    store = RedisJobStore(redis_client, prefix=redis_prefix)
+    built = build(clock, store, InMemoryLock(clock))  # type: ignore[arg-type]
+    queue = built.registry.queue()
+    gone = queue.enqueue(EchoJob, {"text": "gone"}, delay_ms=1)
+    kept = queue.enqueue(EchoJob, {"text": "kept"}, delay_ms=1)
+    redis_client.delete(f"{redis_prefix}job:{gone}")
+    clock.advance(1)
+    caplog.set_level(logging.WARNING, logger="ddd_celery.background")
+
+    tick = relay_of(built).run()
+
+    assert (tick.published, tick.dropped) == (1, 1)
+    [line] = [r for r in caplog.records if getattr(r, "dropped", None) is not None]
+    assert (line.levelname, line.dropped) == ("WARNING", 1)
+    assert "record is gone" in line.getMessage()
+    assert relay_of(built).run().dropped == 0
+    found = store.find(kept, tenant_id=None)
+    assert found is not None
+    assert found.status is JobStatus.QUEUED
+    built.app.close()
