@@ -102,6 +102,7 @@ TIMEOUT_IGNORED = "Process timeout no longer armed, ignored"
 STEP_RETRIED = "Process step lost a race for its instance, running it again"
 COMMAND_NOT_SENT = "Process command not sent, its outbox job will"
 JOB_NOT_CANCELLED = "Process job not cancelled after the commit"
+STEP_NOT_COUNTED = "Process step not counted: the metrics raised"
 
 
 class StoredProcessRunner(ProcessRunner):
@@ -302,7 +303,18 @@ class StoredProcessRunner(ProcessRunner):
             "outcome": outcome.value,
             "error_code": code if isinstance(code, str) else "",
         }
-        self._metrics.increment(PROCESS_STEPS_COUNTER, labels)
+        try:
+            self._metrics.increment(PROCESS_STEPS_COUNTER, labels)
+        except Exception as failed:  # a Metrics must not raise: if it does, the step goes on
+            self._logger.warning(
+                STEP_NOT_COUNTED,
+                extra={
+                    "process_manager": declaration.name,
+                    "step": step.name,
+                    "outcome": outcome.value,
+                    "error_type": type(failed).__name__,
+                },
+            )
 
     def _attempt(
         self,

@@ -6,6 +6,7 @@ one test and reset after it, as in ``tests/celery/test_tracing.py``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -19,13 +20,20 @@ from prometheus_client import CollectorRegistry
 
 from ddd_celery.background import StoredJobQueue
 from ddd_celery.celery.processes import OpenTelemetryStepTracer, current_traceparent
-from ddd_celery.kernel import Actor, ExecutionContext, InMemoryMetrics, SequentialIdGenerator
+from ddd_celery.kernel import (
+    Actor,
+    ExecutionContext,
+    InMemoryMetrics,
+    Labels,
+    SequentialIdGenerator,
+)
 from ddd_celery.processes import (
     PROCESS_STEPS_COUNTER,
     ProcessConflictError,
     ProcessNotStartedError,
     StoredProcessRunner,
 )
+from ddd_celery.processes.runner import STEP_NOT_COUNTED
 from ddd_celery.prometheus import PrometheusMetrics
 from examples.clinic.booking.process import (
     AppointmentBooking,
@@ -122,6 +130,40 @@ def test_each_step_is_counted_by_process_step_and_outcome() -> None:
         ("tests.counter", "add", "retried", "STALE_PROCESS_VERSION"),
         ("tests.counter", "add", "succeeded", ""),
         ("tests.reminder", "nudge", "ignored", ""),
+    ]
+
+
+class BrokenMetrics(InMemoryMetrics):
+    def increment(self, name: str, labels: Labels, value: float = 1.0) -> None:
+        raise RuntimeError("the metrics backend is down")
+
+
+def test_metrics_that_raise_fail_no_step_and_say_so_once_per_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    d = Deployment()
+    runner = observed(d, metrics=BrokenMetrics())
+
+    with caplog.at_level(logging.WARNING, logger="ddd_celery.processes"):
+        found = runner.handle(AppointmentBooking, "a-1", AppointmentBooking.slot_held, held())
+        with pytest.raises(ProcessNotStartedError):  # its own error, not the metrics'
+            runner.handle(
+                AppointmentBooking,
+                "a-9",
+                AppointmentBooking.payment_received,
+                PaymentReceived(appointment_id="a-9", payment_id="p-9"),
+            )
+
+    assert found.version == 1
+    assert d.bus.executed != []
+    warned = [
+        (r.step, r.outcome, r.error_type)  # type: ignore[attr-defined]
+        for r in caplog.records
+        if r.getMessage() == STEP_NOT_COUNTED
+    ]
+    assert warned == [
+        ("slot_held", "succeeded", "RuntimeError"),
+        ("payment_received", "failed", "RuntimeError"),
     ]
 
 
