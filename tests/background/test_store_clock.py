@@ -64,7 +64,7 @@ def test_now_is_the_stores_instant_measured_at_the_midpoint_of_the_round_trip(
 
     assert clock.offset == timedelta(milliseconds=ahead_ms)
     assert first == local.now() + timedelta(milliseconds=ahead_ms)
-    assert store.reads == 1
+    assert store.reads == 2  # two round trips, the shorter kept
 
 
 def test_the_offset_is_measured_at_first_use_and_again_after_every_ms_only() -> None:
@@ -79,7 +79,7 @@ def test_the_offset_is_measured_at_first_use_and_again_after_every_ms_only() -> 
     local.advance(2_000)
     after = clock.now() - local.now()
 
-    assert store.reads == 2
+    assert store.reads == 4
     assert before == timedelta(milliseconds=30)
     assert after == timedelta(milliseconds=-10)
 
@@ -89,6 +89,7 @@ def test_a_failed_measure_keeps_the_last_offset_logs_once_and_is_retried_after_r
 ) -> None:
     local = FixedClock(LOCAL)
     store = FakeStore(local, timedelta(milliseconds=700))
+    store.trip = timedelta(0)  # instants to the microsecond: a retry is due exactly 5 s later
     clock = clock_on(store, every_ms=60_000, retry_ms=5_000)
     clock.now()
     store.down = True
@@ -104,7 +105,7 @@ def test_a_failed_measure_keeps_the_last_offset_logs_once_and_is_retried_after_r
     recovered = clock.now() - local.now()
 
     assert during == [timedelta(milliseconds=700)] * 3
-    assert store.reads == 4  # the first, the failed one, its retry 5 s later, the recovery
+    assert store.reads == 6  # the first (2), the failed one, its retry 5 s later, the recovery (2)
     assert recovered == timedelta(milliseconds=800)
     warnings = [r for r in caplog.records if "Store clock could not be read" in r.getMessage()]
     assert len(warnings) == 1
@@ -127,7 +128,7 @@ def test_a_late_reply_is_used_only_until_a_quick_one_replaces_it_soon_after() ->
     local = FixedClock(LOCAL)
     # (ms before the store reads its clock, ms after): its clock is the local one; the first
     # reply is held 1.5 s on its way back, so its midpoint is 750 ms past the store's instant
-    trips = [(2, 1_500), (2, 2), (2, 2)]
+    trips = [(2, 1_500), (2, 1_500), (2, 2), (2, 2), (2, 2), (2, 2)]
 
     def read() -> datetime:
         before, after = trips.pop(0)
@@ -150,7 +151,7 @@ def test_a_late_reply_is_used_only_until_a_quick_one_replaces_it_soon_after() ->
     assert uncertain == timedelta(milliseconds=-749)
     assert trusted == timedelta(0)
     assert clock.offset == timedelta(0), "a trusted offset is kept for every_ms"
-    assert trips == [(2, 2)]
+    assert trips == [(2, 2), (2, 2)]
 
 
 def test_a_later_late_reply_never_replaces_a_trusted_offset() -> None:
@@ -167,7 +168,7 @@ def test_a_later_late_reply_never_replaces_a_trusted_offset() -> None:
     clock.now()
 
     assert clock.offset == timedelta(milliseconds=40)
-    assert store.reads == 3  # the late one was retried after retry_ms, not after every_ms
+    assert store.reads == 6  # the late measure was retried after retry_ms, not after every_ms
 
 
 def test_a_store_whose_clock_is_the_callers_is_never_asked_again() -> None:
@@ -183,6 +184,24 @@ def test_a_store_whose_clock_is_the_callers_is_never_asked_again() -> None:
     assert store.reads == 1
     assert clock.offset == timedelta(0)
     assert instants[0] == LOCAL + store.trip
+
+
+def test_the_shorter_of_two_round_trips_is_kept() -> None:
+    local = FixedClock(LOCAL)
+    trips = [(30, 2), (2, 2)]  # the first opens a connection before the store reads its clock
+
+    def read() -> datetime:
+        before, after = trips.pop(0)
+        local.advance(before)
+        at = local.now()
+        local.advance(after)
+        return at
+
+    clock = StoreClock(read, local=local, monotonic=monotonic_of(local))
+    clock.now()
+
+    assert clock.offset == timedelta(0)
+    assert trips == []
 
 
 def test_threads_at_first_use_wait_for_one_measure_and_all_read_the_stores_clock() -> None:
