@@ -8,7 +8,7 @@ import pytest
 from celery import Celery
 
 from ddd_celery.background import InMemoryJobStore, StoredJobQueue
-from ddd_celery.celery.background.message import MAX_JOB_ID_LENGTH, read_job_id
+from ddd_celery.celery.background.message import MAX_JOB_ID_LENGTH, message_problem, read_job_id
 from ddd_celery.celery.background.publisher import CeleryJobPublisher, send_wakeup
 from ddd_celery.celery.message import UnreadableMessageError
 from ddd_celery.celery.task_messages import TaskMessage
@@ -116,3 +116,60 @@ def test_the_wake_up_after_a_commit_is_sent_as_a_prebuilt_message_not_through_se
     assert [message.payload[1] for message in messages] == [{"job_id": first}, {"job_id": second}]
     assert [message.headers["task"] for message in messages] == ["wakeups.compile"] * 2
     assert [message.headers["id"] for message in messages] == prebuilt
+
+
+class Message:
+    """What ``message_problem`` reads of a kombu message: its headers and decoded payload."""
+
+    def __init__(self, payload: Any, **headers: Any) -> None:
+        self.payload = payload
+        self.headers = {"task": "ledger.compile", "id": "m-1", **headers}
+
+
+WAKE_UP = [
+    [],
+    {"job_id": "j-1"},
+    {"callbacks": None, "errbacks": None, "chain": None, "chord": None},
+]
+
+
+@pytest.mark.parametrize(
+    ("payload", "headers", "problem"),
+    [
+        (None, {}, "its body is not [args, kwargs, embed]"),
+        ({}, {}, "its body is not [args, kwargs, embed]"),
+        ([[], {}], {}, "its body is not [args, kwargs, embed]"),
+        ("text", {}, "its body is not [args, kwargs, embed]"),
+        ([1, {}, {}], {}, "its args are not a list"),
+        ([[], 1, {}], {}, "its kwargs are not a mapping"),
+        ([[], {}, "x"], {}, "its embed is not a mapping"),
+        ({"args": 5}, {}, "its args are not a list"),
+        ([[], {}, {"callbacks": [{"task": "x"}]}], {}, "carries callbacks"),
+        (WAKE_UP, {"timelimit": "x"}, "its timelimit is not [soft, hard] seconds"),
+        (WAKE_UP, {"timelimit": [1, "x"]}, "its timelimit is not [soft, hard] seconds"),
+        (WAKE_UP, {"id": 5}, "its id is not a string"),
+        (WAKE_UP, {"retries": "x"}, "its retries is not an int"),
+    ],
+)
+def test_a_message_shape_celery_would_crash_on_is_named_without_quoting_it(
+    payload: Any, headers: dict[str, Any], problem: str
+) -> None:
+    found = message_problem(Message(payload, **headers), None)
+
+    assert found is not None
+    assert problem in found
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        WAKE_UP,
+        [[], {"job_id": "j-1"}, None],
+        [["j-1"], {"junk": 1}, {}],
+        {"args": [], "kwargs": {}},
+    ],
+)
+def test_a_message_of_a_task_messages_shape_is_left_to_celery_and_read_job_id(
+    payload: Any,
+) -> None:
+    assert message_problem(Message(payload, timelimit=[None, 30.0], retries=0), None) is None
