@@ -63,7 +63,7 @@ from kombu import Producer
 from redis import ConnectionPool, Redis
 from redis.connection import Connection
 
-import ddd_celery.celery.beat as beat_module
+import ddd_celery.celery.beat_publishing as publishing_module
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.message import OccurrenceMessage
@@ -363,7 +363,7 @@ def due_together(jobs: int, seconds: float) -> list[float]:
         return publish(producer, body, *args, **kwargs)
 
     Producer.publish = recording_publish  # type: ignore[method-assign]
-    batch = beat_module.publish_batch
+    batch = publishing_module.publish_batch
 
     @contextlib.contextmanager
     def timed_batch(producer: Any, size: int) -> Iterator[object]:
@@ -373,7 +373,7 @@ def due_together(jobs: int, seconds: float) -> list[float]:
         delays.extend((flushed - datetime.fromisoformat(at).timestamp()) * 1000 for at in sent)
         sent.clear()
 
-    beat_module.publish_batch = timed_batch  # type: ignore[assignment]
+    publishing_module.publish_batch = timed_batch  # type: ignore[assignment]
     stop_at = time.time() + seconds
     try:
         while time.time() < stop_at:
@@ -387,7 +387,7 @@ def due_together(jobs: int, seconds: float) -> list[float]:
                     pipe.delete(f"{PREFIX}ddd:run:{job}")  # the runs end at once
                 pipe.execute()
     finally:
-        beat_module.publish_batch = batch  # type: ignore[assignment]
+        publishing_module.publish_batch = batch  # type: ignore[assignment]
         Producer.publish = publish  # type: ignore[method-assign]
         scheduler.close()
         reset()

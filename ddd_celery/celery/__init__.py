@@ -7,7 +7,7 @@ beat scheduler, ``ddd_celery.celery.beat:JobBeatScheduler``, is chosen by ``inst
 ``beat_scheduler`` and imported by ``celery beat`` itself, not here.
 """
 
-from ddd_celery.celery.app import install_jobs, refuse_pickle
+from ddd_celery.celery.app import install_jobs
 from ddd_celery.celery.background import (
     AttemptFailedError,
     BackgroundJobs,
@@ -15,6 +15,7 @@ from ddd_celery.celery.background import (
     background_jobs_of,
     install_background_jobs,
 )
+from ddd_celery.celery.guards import refuse_pickle
 from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError
 from ddd_celery.celery.processes import (
     ProcessManagers,
@@ -22,7 +23,7 @@ from ddd_celery.celery.processes import (
     process_managers_of,
 )
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
-from ddd_celery.celery.tasks import run_now
+from ddd_celery.celery.run_now import run_now
 
 __all__ = [
     "AttemptFailedError",

@@ -9,6 +9,9 @@ read at first use, through ``jobs_of``: a project may call ``config_from_object`
 ``install_jobs`` or after it. What ``install_jobs`` writes into ``app.conf`` (the beat scheduler,
 the jobs' routes and queues) is written again each time Celery reloads its configuration, so a
 later ``config_from_object`` does not drop it.
+
+What refuses an app that cannot run its jobs safely (pickle, unusable settings, another
+library's scheduler), here and as each process starts, is in ``guards.py``.
 """
 
 from __future__ import annotations
@@ -21,15 +24,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from celery.signals import beat_init, task_revoked, worker_init
-from celery.utils.imports import symbol_by_name
 
 from ddd_celery.celery.beat_entries import translate_beat_schedule
-from ddd_celery.celery.config import (
-    JobsConfig,
-    JobsConfigError,
-    app_config,
-    missing_lock,
-    redis_stores,
+from ddd_celery.celery.config import missing_lock, redis_stores
+from ddd_celery.celery.guards import (
+    BEAT_INIT_UID,
+    PICKLE_UID,
+    check_configuration,
+    choose_scheduler,
+    refuse_another_scheduler,
+    refuse_pickle,
+    refuse_pickle_at_start,
+    warn_of_another_scheduler,
 )
 from ddd_celery.celery.registry import (
     ATTRIBUTE,
@@ -67,14 +73,8 @@ from ddd_celery.scheduling.settings import (
     run_jobs_from_env,
 )
 
-BEAT_SCHEDULER = "ddd_celery.celery.beat:JobBeatScheduler"
-"""What ``beat_scheduler`` is set to, so a plain ``celery -A app beat`` schedules the jobs."""
-CELERY_DEFAULT_SCHEDULER = "celery.beat:PersistentScheduler"
-_OURS = frozenset({BEAT_SCHEDULER, "ddd"})
-
-logger = logging.getLogger(__name__)
-
-_PICKLE = frozenset({"pickle", "application/x-python-serialize"})
+__all__ = ["check_configuration", "install_jobs", "observe_with", "refuse_pickle"]
+"""``check_configuration`` and ``refuse_pickle`` are ``guards.py``'s, also reached from here."""
 
 
 def install_jobs(
@@ -143,7 +143,7 @@ def install_jobs(
         raise RuntimeError(f"jobs are already installed on Celery app {app.main!r}")
     refuse_pickle(app.conf)
     if not keep_beat_scheduler:
-        _refuse_another_scheduler(app.conf)
+        refuse_another_scheduler(app.conf)
     environ = os.environ if environ is None else environ
     clock = clock or SystemClock()
     declared = _declarations(jobs)
@@ -195,15 +195,15 @@ def install_jobs(
         if job.declared:
             register_job_task(app, job)
     task_revoked.connect(on_task_revoked, weak=False, dispatch_uid=on_task_revoked.__qualname__)
-    beat_init.connect(warn_of_another_scheduler, weak=False, dispatch_uid=_BEAT_INIT_UID)
+    beat_init.connect(warn_of_another_scheduler, weak=False, dispatch_uid=BEAT_INIT_UID)
     for starting in (worker_init, beat_init):
-        starting.connect(refuse_pickle_at_start, weak=False, dispatch_uid=_PICKLE_UID)
+        starting.connect(refuse_pickle_at_start, weak=False, dispatch_uid=PICKLE_UID)
     queues = {job.task_name: job.queue for job in all_jobs if job.declared and job.queue}
 
     def write_conf(conf: Any) -> None:
         _route(conf, queues)
         if not keep_beat_scheduler:
-            _choose_scheduler(conf)
+            choose_scheduler(conf)
 
     write_conf(app.conf)
     app.on_after_configure.connect(
@@ -300,142 +300,6 @@ def observe_with(*observers: OnRun | None) -> OnRun | None:
             observer(run, error, detail)
 
     return observe
-
-
-_BEAT_INIT_UID = "ddd_celery.celery.app.warn_of_another_scheduler"
-
-
-def warn_of_another_scheduler(sender: Any = None, **_: Any) -> None:
-    """At beat's start (``beat_init``): say so when the jobs of the app will not run in it.
-
-    ``celery beat -S celery.beat:PersistentScheduler`` (or any scheduler but ddd_celery's)
-    starts and sends none of the jobs ``install_jobs`` installed, without a word from Celery.
-    """
-    from ddd_celery.celery.beat import JobBeatScheduler  # noqa: PLC0415 - beat imports celery.beat
-
-    app = getattr(sender, "app", None)
-    registry = getattr(app, ATTRIBUTE, None)
-    scheduler = getattr(sender, "scheduler", None)
-    if not isinstance(registry, CeleryJobs) or isinstance(scheduler, JobBeatScheduler):
-        return
-    if _kept(app, scheduler):
-        logger.info(
-            "beat: this beat runs the app's own scheduler %s (keep_beat_scheduler); the %d "
-            "jobs run in a beat started with -S ddd",
-            type(scheduler).__name__,
-            len(registry.jobs),
-        )
-        return
-    logger.error(
-        "beat: this beat runs the scheduler %s, so none of the %d jobs installed on app %r "
-        "will run in it: start it with `celery -A <app> beat -S ddd`, or without -S "
-        "(install_jobs makes ddd_celery's scheduler the default)",
-        type(scheduler).__name__,
-        len(registry.jobs),
-        getattr(app, "main", None),
-    )
-
-
-def _kept(app: Any, scheduler: object) -> bool:
-    """Whether ``scheduler`` is another library's one the app's configuration chose.
-
-    ``install_jobs`` refuses such a setting unless told to keep it, so it is deliberate.
-    """
-    configured = _scheduler_path(app.conf.beat_scheduler)
-    if configured in _OURS or configured == CELERY_DEFAULT_SCHEDULER:
-        return False
-    try:
-        return symbol_by_name(configured) is type(scheduler)
-    except (ImportError, AttributeError, ValueError):
-        return False
-
-
-def _refuse_another_scheduler(conf: Any) -> None:
-    """Refuse to replace a scheduler the app chose (django-celery-beat's, redbeat's) silently."""
-    current = _scheduler_path(conf.beat_scheduler)
-    if current in _OURS or current == CELERY_DEFAULT_SCHEDULER:
-        return
-    raise ValueError(
-        f"app.conf.beat_scheduler is {current!r}: install_jobs would replace it, and what it "
-        "schedules would stop. Remove that setting (ddd_celery's scheduler also sends the "
-        "app's beat_schedule entries), or keep it with install_jobs(..., "
-        "keep_beat_scheduler=True) and run the jobs in a beat of their own: "
-        "`celery -A <app> beat -S ddd`"
-    )
-
-
-def _choose_scheduler(conf: Any) -> None:
-    """Make ddd_celery's scheduler beat's default, unless the configuration chose another."""
-    current = _scheduler_path(conf.beat_scheduler)
-    if current in _OURS:
-        return
-    if current == CELERY_DEFAULT_SCHEDULER:
-        conf.beat_scheduler = BEAT_SCHEDULER
-        return
-    logger.warning(
-        "app.conf.beat_scheduler is %r since the configuration was loaded again, so a plain "
-        "`celery beat` runs none of the jobs: remove it, or start the jobs' beat with -S ddd",
-        current,
-    )
-
-
-def _scheduler_path(scheduler: object) -> str:
-    if isinstance(scheduler, type):
-        return f"{scheduler.__module__}:{scheduler.__qualname__}"
-    return str(scheduler)
-
-
-def refuse_pickle(conf: Any) -> None:
-    """JSON only on the wire: a message a worker unpickles can run any code its sender wrote.
-
-    Raises ``JobsConfigError`` (a ``ValueError``) naming the Celery setting that allows it.
-    """
-    for key in ("task_serializer", "result_serializer", "accept_content", "result_accept_content"):
-        value = conf.get(key)
-        if value is None:
-            continue
-        used = {value} if isinstance(value, str) else set(value)
-        if used & _PICKLE:
-            raise JobsConfigError(
-                f"Celery setting {key}={value!r} allows pickle; ddd_celery sends JSON only "
-                "(a pickled message runs whatever code its sender chose): use 'json'"
-            )
-
-
-_PICKLE_UID = "ddd_celery.celery.app.refuse_pickle_at_start"
-
-
-def check_configuration(app: Any) -> JobsConfig:
-    """The app's ``ddd_celery_*`` settings, once its whole configuration is known to be usable.
-
-    Raises ``JobsConfigError`` for a serializer that allows pickle and for a ``ddd_celery_*``
-    setting that is unknown or cannot be read, each named. Every process of an app with jobs
-    calls it as it starts (worker, beat, each ``celery jobs`` command): the configuration may
-    have changed since ``install_jobs`` (``config_from_object`` after it), and a worker running
-    only background jobs would otherwise never read the settings at all.
-    """
-    refuse_pickle(app.conf)
-    return app_config(app)
-
-
-def refuse_pickle_at_start(sender: Any = None, **_: Any) -> None:
-    """Stop a worker or beat of an app with jobs whose configuration cannot be used.
-
-    ``install_jobs`` refuses pickle, but a ``config_from_object`` afterwards can turn it on, and
-    a worker unpickles a message before any task (hence ``jobs_of``) runs; a ``ddd_celery_*``
-    typo or wrong type would run every background job on defaults, unsaid. So the configuration
-    is checked as the process starts (``worker_init``, ``beat_init``: ``check_configuration``).
-    A receiver's ``Exception`` is only logged by Celery, hence ``SystemExit``, whose message
-    Celery prints.
-    """
-    app: Any = getattr(sender, "app", None)
-    if not isinstance(getattr(app, ATTRIBUTE, None), CeleryJobs):
-        return
-    try:
-        check_configuration(app)
-    except JobsConfigError as refused:
-        logger.critical("ddd_celery refuses to start: %s", refused)
-        raise SystemExit(f"ddd_celery refuses to start: {refused}") from None
 
 
 def _beat_entries(conf: Any) -> list[CeleryJob]:

@@ -10,6 +10,10 @@ sets it).
 Celery's own schedule machinery (the entry dict, the shelve file, ``celery.schedules``) is not
 used: its intervals restart from beat's start and its crontab gets DST wrong. The only state
 that crosses a restart is the checkpoints.
+
+This module is the scheduler: its heap, its tick and its decisions. What it decided is carried
+out beside it: ``beat_publishing`` sends the tasks, ``beat_system_jobs`` runs the relay's passes
+on their thread, ``beat_outages`` says once when a store stops and starts answering.
 """
 
 from __future__ import annotations
@@ -17,33 +21,27 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import queue
 import random as _random
-import threading
-import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, NamedTuple
 
-from celery.beat import BeatLazyFunc, Scheduler
+from celery.beat import Scheduler
 
-from ddd_celery.celery.app import refuse_pickle_at_start
 from ddd_celery.celery.beat_entries import BeatScheduleEntryError, job_name_of
-from ddd_celery.celery.message import OccurrenceMessage
-from ddd_celery.celery.publish_batch import publish_batch
+from ddd_celery.celery.beat_outages import CHECKPOINTS, StoreOutages
+from ddd_celery.celery.beat_publishing import Publisher, Sending, free_run_state
+from ddd_celery.celery.beat_system_jobs import SystemJobs
+from ddd_celery.celery.guards import refuse_pickle_at_start
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
-from ddd_celery.celery.task_messages import TaskMessage, new_task_id
-from ddd_celery.celery.tracing import send_span
 from ddd_celery.declarations.options import OverlapPolicy
 from ddd_celery.declarations.schedule import CronRule
-from ddd_celery.kernel.abort import AbortSignal
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.kernel.lock import Lease
 from ddd_celery.scheduling.errors import JobAbortedError, JobLockUnavailableError
-from ddd_celery.scheduling.execution import Attempt, not_run, ran
+from ddd_celery.scheduling.execution import not_run
 from ddd_celery.scheduling.instants import next_occurrence
 from ddd_celery.scheduling.occurrence import (
     MAX_SLEEP_MS,
@@ -59,7 +57,7 @@ from ddd_celery.scheduling.occurrence import (
     run_ttl_ms,
     sleep_ms,
 )
-from ddd_celery.scheduling.occurrence_store import IN_THE_LOCK, IN_THE_RUN_STATE, Beginning
+from ddd_celery.scheduling.occurrence_store import IN_THE_LOCK, Beginning
 from ddd_celery.scheduling.outcomes import Outcome
 from ddd_celery.scheduling.run_state import Claim
 
@@ -69,22 +67,12 @@ LISTED_AT_START = 50
 """How many jobs beat logs one by one at start; past that, a line says how many more."""
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
-_UNBUILT = TaskMessage.__new__(TaskMessage)
-"""A job whose task message is not built yet."""
 
 RETRY_MS = 60_000
 """How long a job whose next instant could not be computed waits before beat tries again."""
 
 DISPATCH_BATCH = 1_000
 """Occurrences due together that one call to the stores begins and one producer publishes."""
-
-CHECKPOINTS = "the checkpoints"
-"""The checkpoints' store, as beat names it in the line of an outage."""
-_WHAT_AN_OUTAGE_COSTS = {
-    IN_THE_LOCK: "each occurrence that needs it is recorded failed (JOB_LOCK_UNAVAILABLE)",
-    IN_THE_RUN_STATE: "each occurrence that needs it is recorded failed (JOB_LOCK_UNAVAILABLE)",
-    CHECKPOINTS: "no checkpoint is written (a restart meanwhile starts from the last one)",
-}
 
 CLOSE_WAIT_S = 2.0
 """How long ``close`` waits for a system job's pass in progress: a pass held by a store that
@@ -108,160 +96,6 @@ class _Entry(NamedTuple):
     kind: _Kind
     job: CeleryJob
     occurrence: Occurrence | None
-
-
-@dataclass(slots=True)
-class _Sending:
-    """An occurrence begun and about to be published, with what its message needs."""
-
-    job: CeleryJob
-    occurrence: Occurrence
-    beginning: Beginning
-    expires: datetime
-    correlation_id: str | None = None
-
-
-@dataclass(slots=True)
-class _Batch:
-    """What the occurrences published together share, computed once for the batch."""
-
-    fits_here: bool
-    """No task runs in this thread: the messages may be built from ``TaskMessage``."""
-    logs_sends: bool
-    """Beat logs each send (INFO)."""
-    declared: set[str | None] | None = None
-    """The queues a message of this batch declared through ``send_task`` (see ``_send``)."""
-    kwargs: dict[datetime, dict[str, str | None]] = field(default_factory=dict)
-    """Each instant's task kwargs, but for the correlation id (one per occurrence)."""
-
-
-class _Passes:
-    """A system job's passes (the relay's), one at a time, on a thread of beat's own.
-
-    Beat's tick hands a pass over and never waits for it, so a store that hangs under the pass
-    holds this thread only, never the occurrences of the other jobs. An occurrence of the job
-    due while its previous pass is still in progress is ``skipped-overlap``, as with
-    ``overlap=skip``: the first of a pass says so at WARNING, and so does the pass when it ends.
-    """
-
-    def __init__(self, job: str) -> None:
-        self._job = job
-        self._work: queue.SimpleQueue[tuple[datetime, Callable[[], None]] | None] = (
-            queue.SimpleQueue()
-        )
-        self._idle = threading.Event()
-        self._idle.set()
-        self._mutex = threading.Lock()
-        self._at: datetime | None = None
-        self._skipped = 0
-        self._thread: threading.Thread | None = None
-        self._failed = 0
-        self._failing: tuple[datetime, str] | None = None
-        """Since when the passes fail, and the type of the last error: the pass thread's own."""
-
-    def in_progress(self) -> datetime | None:
-        """The instant of the pass still in progress, else None."""
-        return None if self._idle.is_set() else self._at
-
-    def skip(self, at: datetime) -> None:
-        """Count the occurrence ``at`` skipped behind the pass in progress."""
-        with self._mutex:
-            self._skipped += 1
-            first = self._skipped == 1
-        if first:
-            logger.warning(
-                "beat: the pass of %s due at %s is still running at %s; its occurrences are "
-                "skipped until it ends",
-                self._job,
-                iso_ms(self._at or at),
-                iso_ms(at),
-                extra={"job": self._job, "pass_at": iso_ms(self._at or at)},
-            )
-
-    def hand_over(self, at: datetime, run: Callable[[], None]) -> None:
-        """Run ``run`` on the thread; the caller checked ``in_progress`` first."""
-        with self._mutex:
-            self._at, self._skipped = at, 0
-        self._idle.clear()
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._loop, name=f"beat {self._job}", daemon=True
-            )
-            self._thread.start()
-        self._work.put((at, run))
-
-    def ended(self, at: datetime, error: Exception | None) -> None:
-        """Say at ERROR why a pass failed, once per run of failures (again when the error
-        changes): each is recorded ``failed`` anyway; and at WARNING when one succeeds again."""
-        if error is None:
-            if self._failing is not None:
-                logger.warning(
-                    "beat: the pass of %s due at %s succeeded; %d passes failed since %s",
-                    self._job,
-                    iso_ms(at),
-                    self._failed,
-                    iso_ms(self._failing[0]),
-                    extra={"job": self._job, "failed": self._failed},
-                )
-            self._failed, self._failing = 0, None
-            return
-        self._failed += 1
-        kind = type(error).__name__
-        if self._failing is None or self._failing[1] != kind:
-            logger.error(
-                "beat: the pass of %s due at %s failed: %s; the next that fail the same way are "
-                "recorded failed without this line, until one succeeds",
-                self._job,
-                iso_ms(at),
-                _one_line(error),
-                extra={"job": self._job, "error_type": kind},
-            )
-        self._failing = (self._failing[0] if self._failing else at, kind)
-
-    def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the pass in progress; whether none is left."""
-        return self._idle.wait(timeout)
-
-    def stop(self) -> None:
-        """End the thread once the pass in progress, if any, is over."""
-        if self._thread is not None:
-            self._work.put(None)
-
-    def _loop(self) -> None:
-        while (work := self._work.get()) is not None:
-            at, run = work
-            started = time.monotonic()
-            try:
-                run()
-            finally:
-                with self._mutex:
-                    skipped = self._skipped
-                self._idle.set()
-            if skipped:
-                logger.warning(
-                    "beat: the pass of %s due at %s ended after %d ms; %d occurrences were "
-                    "skipped behind it",
-                    self._job,
-                    iso_ms(at),
-                    (time.monotonic() - started) * 1000,
-                    skipped,
-                    extra={"job": self._job, "skipped": skipped},
-                )
-
-
-class _Outage:
-    """A store beat cannot ask: said once at ERROR when it starts, once when it ends."""
-
-    __slots__ = ("failed", "follow_ups", "noted", "since")
-
-    def __init__(self, since: datetime) -> None:
-        self.since = since
-        self.failed = 0
-        """Occurrences it failed."""
-        self.follow_ups = 0
-        """Follow-ups it failed (a checkpoint, a lease's release)."""
-        self.noted: set[str] = set()
-        """The follow-ups whose own line was written: once each per outage."""
 
 
 class JobBeatScheduler(Scheduler):  # type: ignore[misc]
@@ -294,17 +128,14 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self._ready: list[tuple[CeleryJob, Occurrence]] = []
         """Occurrences reached this tick and due now, begun and published together."""
         self._releasing: list[tuple[str, Lease]] = []
-        self._messages: dict[str, TaskMessage | None] = {}
-        """Each declared job's task message, its fixed part built at its first send."""
-        self._messages_router: object = None
-        """The app's router the messages were built with: built again once it changes."""
         self._beginnings: dict[str, tuple[bool, int, bool, int]] = {}
         """Each job's part of its ``Beginning`` that never changes: computed at its first."""
-        self._passes: dict[str, _Passes] = {}
-        """Each system job's passes, on a thread of their own (``_Passes``)."""
-        self._outages: dict[str, _Outage] = {}
-        """The stores that stopped answering (``IN_THE_LOCK``, ``IN_THE_RUN_STATE``,
-        ``CHECKPOINTS``), since when and what they failed."""
+        self._publisher = Publisher(app)
+        """Sends the tasks of the occurrences begun (``beat_publishing``)."""
+        self._system_jobs = SystemJobs()
+        """Runs each system job's passes on a thread of its own (``beat_system_jobs``)."""
+        self._outages = StoreOutages()
+        """The stores that stopped answering, said once each way (``beat_outages``)."""
         self._closed = False
         super().__init__(app, *args, **kwargs)
 
@@ -401,8 +232,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             if self._jobs is not None:
                 self._drop_waiting(self._jobs)
                 self._follow_up(self._jobs)
-            for passes in self._passes.values():
-                passes.stop()
+            self._system_jobs.stop()
             self.wait_for_system_jobs(CLOSE_WAIT_S)
         finally:
             super().close()
@@ -411,10 +241,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """Wait up to ``timeout`` seconds for every system job's pass in progress to end;
         whether none is left. Beat itself never waits but at ``close``: a test ticking beat by
         hand waits here before reading what a pass did."""
-        deadline = time.monotonic() + timeout
-        return all(
-            passes.wait(max(0.0, deadline - time.monotonic())) for passes in self._passes.values()
-        )
+        return self._system_jobs.wait(timeout)
 
     @property
     def info(self) -> str:
@@ -573,11 +400,11 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             except Exception:
                 logger.exception("beat: could not begin %d occurrences", len(batch))
                 return
-            self._note_outages(jobs, beginnings)
+            self._outages.note(jobs, beginnings)
             for (name, _), error in zip(releasing, released, strict=True):
                 if error is not None:
-                    self._could_not_follow(jobs, name, error, IN_THE_LOCK, jobs.lock)
-            sending: list[_Sending] = []
+                    self._outages.could_not_follow(jobs, name, error, IN_THE_LOCK, jobs.lock)
+            sending: list[Sending] = []
             for (job, occurrence), beginning in zip(batch, beginnings, strict=True):
                 try:
                     expires = self._begun(job, occurrence, beginning, now)
@@ -587,68 +414,13 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                     )
                     continue
                 if expires is not None:
-                    sending.append(_Sending(job, occurrence, beginning, expires))
+                    sending.append(Sending(job, occurrence, beginning, expires))
             self._publish(sending, sent)
         except (KeyboardInterrupt, SystemExit) as stopping:
             for (job, occurrence), beginning in zip(batch, beginnings, strict=True):
                 if id(occurrence) not in sent:
                     self._record_interrupted(job, occurrence, beginning, stopping)
             raise
-
-    def _note_outages(self, jobs: CeleryJobs, beginnings: list[Beginning]) -> None:
-        """Note which stores the begin found down or answering (``_store_down``)."""
-        if not self._outages and all(b.failed_in is None for b in beginnings):
-            return  # the usual tick: every store answered, none was down
-        failed: dict[str, Exception] = {}
-        answered: set[str] = set()
-        for beginning in beginnings:
-            if beginning.failed_in is not None and beginning.error is not None:
-                failed.setdefault(beginning.failed_in, beginning.error)
-            if beginning.lock_key is not None and beginning.failed_in != IN_THE_LOCK:
-                answered.add(IN_THE_LOCK)
-            if beginning.claimed is not None:
-                answered.add(IN_THE_RUN_STATE)
-        stores = {IN_THE_LOCK: jobs.lock, IN_THE_RUN_STATE: jobs.run_state}
-        for name, error in failed.items():
-            count = sum(1 for b in beginnings if b.failed_in == name)
-            self._store_down(jobs, name, stores[name], error, count)
-        for name in answered - failed.keys():
-            self._store_up(jobs, name, stores[name])
-
-    def _store_down(
-        self, jobs: CeleryJobs, name: str, store: object, error: Exception, count: int = 0
-    ) -> _Outage:
-        """Say once at ERROR that a store stopped answering, with its address and the cause:
-        each occurrence it fails (``count``) is recorded on its own, without saying where or
-        why. The outage, new or in progress."""
-        outage = self._outages.get(name)
-        if outage is None:
-            outage = self._outages[name] = _Outage(jobs.clock.now())
-            logger.error(
-                "beat: %s store (%s) cannot be asked: %s; %s until it answers again",
-                name,
-                _address(store),
-                _cause(error),
-                _WHAT_AN_OUTAGE_COSTS.get(name, "what needs it is not done"),
-                extra={"store": name, "address": _address(store)},
-            )
-        outage.failed += count
-        return outage
-
-    def _store_up(self, jobs: CeleryJobs, name: str, store: object) -> None:
-        """Say once at WARNING that a store in outage answers again."""
-        ended = self._outages.pop(name, None)
-        if ended is not None:
-            logger.warning(
-                "beat: %s store (%s) answers again after %.1f s; %d occurrences and %d "
-                "follow-ups failed meanwhile",
-                name,
-                _address(store),
-                (jobs.clock.now() - ended.since).total_seconds(),
-                ended.failed,
-                ended.follow_ups,
-                extra={"store": name, "address": _address(store)},
-            )
 
     def _beginning(self, job: CeleryJob, occurrence: Occurrence) -> Beginning:
         """What the core decided for an occurrence, for the stores to carry out."""
@@ -688,7 +460,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         )
         self._registry().recorder.record(not_run(job.name, at, Outcome.FAILED, error=error), error)
         if job.declared and beginning.may_have_claimed:
-            self._free_run_state(job, beginning)
+            free_run_state(self._registry(), job, beginning)
 
     def _begun(
         self, job: CeleryJob, occurrence: Occurrence, beginning: Beginning, now: datetime
@@ -719,7 +491,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             occurrence.move(Event.LOCK_UNAVAILABLE)
             self._record_unavailable(job, at, _error(beginning), "the run state")
             return None
-        claim = beginning.claimed if job.declared else self._system_claim(job, at)
+        claim = beginning.claimed if job.declared else self._system_jobs.claim(job, at)
         if claim is Claim.BUSY:
             occurrence.move(Event.BUSY)
             jobs.recorder.record(not_run(job.name, at, Outcome.SKIPPED_OVERLAP))
@@ -733,238 +505,21 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             return now + timedelta(milliseconds=beginning.lock_ttl_ms)
         return lease.expires_at
 
-    def _system_claim(self, job: CeleryJob, at: datetime) -> Claim:
-        """A system job runs one pass at a time: busy while its previous pass is in progress;
-        any other undeclared job (a ``beat_schedule`` entry) is not claimed."""
-        if job.inline is None:
-            return Claim.STARTED
-        passes = self._passes.get(job.name)
-        if passes is None or passes.in_progress() is None:
-            return Claim.STARTED
-        passes.skip(at)
-        return Claim.BUSY
+    def _publish(self, sending: list[Sending], sent: set[int]) -> None:
+        """Hand the system jobs (``inline``) to their thread, then publish the others' tasks.
 
-    def _publish(self, sending: list[_Sending], sent: set[int]) -> None:
-        """Publish the occurrences begun, through one producer held for them all.
-
-        System jobs (``inline``) are handed to their thread first (``_Passes``), never run on
-        the tick's path: their store may hang. The messages go in one kombu publish batch
-        where the broker has one (Redis: one pipeline), so a publish that fails fails the rest
-        of the batch with it: each such occurrence is recorded ``failed`` and freed. ``sent``
-        receives each occurrence once its message has left.
+        A system job never runs on the tick's path: its store may hang (``beat_system_jobs``).
+        The tasks leave through one producer held for them all (``beat_publishing``). ``sent``
+        receives each occurrence once handed over or once its message has left.
         """
-        tasks = []
+        jobs, tasks = self._registry(), []
         for item in sending:
             if item.job.inline is not None:
-                self._hand_over(item.job, item.job.inline, item.occurrence)
+                self._system_jobs.hand_over(jobs, item.job, item.job.inline, item.occurrence)
                 sent.add(id(item.occurrence))
             else:
                 tasks.append(item)
-        if not tasks:
-            return
-        self._forget_stale_messages()
-        batch = _Batch(TaskMessage.fits_here(), logger.isEnabledFor(logging.INFO))
-        if len(tasks) == 1:
-            if self._send(tasks[0], None, batch):
-                sent.add(id(tasks[0].occurrence))
-            return
-        try:
-            with self.app.producer_or_acquire() as producer, publish_batch(producer, len(tasks)):
-                batch.declared = set()
-                published = [item for item in tasks if self._send(item, producer, batch)]
-        except Exception as error:
-            for item in tasks:
-                if item.occurrence.outcome is None:
-                    self._send_failed(item, error, item.correlation_id)
-            return
-        sent.update(id(item.occurrence) for item in published)
-
-    def _next_id(self) -> str:
-        return self._registry().ids.next_id()
-
-    def _send(self, item: _Sending, producer: Any, batch: _Batch) -> bool:
-        """Publish the task; a publish that fails is recorded ``failed`` and frees the run state.
-
-        The message expires with the lock: run later than that, another beat could have sent
-        the same occurrence again. True once published (or put in the producer's batch).
-
-        A declared job's message is the one ``send_task`` would send, built from its
-        ``TaskMessage`` (the route, options and fixed headers computed at its first send), where
-        the app allows; otherwise through ``send_task``. ``batch.declared``: the queues a
-        message of this batch already declared through ``send_task``, so the others skip
-        kombu's cached declaration check.
-        """
-        job, at = item.job, item.occurrence.scheduled_at
-        item.correlation_id = correlation_id = self._next_id()
-        if batch.logs_sends:
-            logger.info(
-                "Scheduler: Sending due task %s (%s) of %s", job.name, job.task_name, iso_ms(at)
-            )
-        try:
-            with send_span(job.name, at, correlation_id) as headers:
-                if not job.declared:
-                    self._send_entry(job, headers, producer)
-                    return True
-                kwargs = _kwargs(batch, at, correlation_id)
-                message = self._message(job)
-                if message is None or not batch.fits_here:
-                    self._send_task(item, kwargs, headers, producer, batch.declared)
-                elif producer is None:
-                    with self.app.producer_or_acquire() as held:
-                        message.send(
-                            held, new_task_id(), kwargs, headers=headers, expires=item.expires
-                        )
-                else:
-                    message.send(
-                        producer, new_task_id(), kwargs, headers=headers, expires=item.expires
-                    )
-        except Exception as error:
-            self._send_failed(item, error, correlation_id)
-            return False
-        return True
-
-    def _forget_stale_messages(self) -> None:
-        """Drop the messages built before the app's routes changed: built again at their next
-        send. Once per batch, as the routes cannot change while it is published."""
-        router = self.app.amqp.router
-        if router is not self._messages_router:
-            self._messages_router = router
-            self._messages = {
-                name: None for name, message in self._messages.items() if message is None
-            }
-
-    def _message(self, job: CeleryJob) -> TaskMessage | None:
-        """The job's task message, built at its first send (again when the app's routes change:
-        ``_forget_stale_messages``); None where ``send_task`` is used.
-
-        A route that cannot be built (a queue missing from ``task_queues``) leaves the job to
-        ``send_task``, which raises the same error for each occurrence.
-        """
-        message = self._messages.get(job.name, _UNBUILT)
-        if message is not _UNBUILT:
-            return message
-        try:
-            message = TaskMessage.of(self.app, job.task_name, queue=job.queue)
-        except Exception:
-            message = None
-        self._messages[job.name] = message
-        return message
-
-    def _send_task(
-        self,
-        item: _Sending,
-        kwargs: dict[str, str | None],
-        headers: dict[str, str],
-        producer: Any,
-        declared: set[str | None] | None,
-    ) -> None:
-        """The occurrence through Celery's ``send_task``: an app whose own is replaced, say."""
-        job = item.job
-        options: dict[str, Any] = {} if producer is None else {"producer": producer}
-        if declared is not None:
-            if job.queue in declared:
-                options["declare"] = []
-            declared.add(job.queue)
-        self.app.send_task(
-            job.task_name,
-            kwargs=kwargs,
-            queue=job.queue,
-            expires=item.expires,
-            serializer="json",
-            headers=headers,
-            **options,
-        )
-
-    def _send_failed(self, item: _Sending, error: Exception, correlation_id: str | None) -> None:
-        job, at = item.job, item.occurrence.scheduled_at
-        item.occurrence.move(Event.FAILED)
-        self._registry().recorder.record(
-            not_run(job.name, at, Outcome.FAILED, error=error, correlation_id=correlation_id),
-            error,
-        )
-        if job.declared:
-            self._free_run_state(job, item.beginning)
-
-    def _hand_over(
-        self, job: CeleryJob, run: Callable[[datetime], object], occurrence: Occurrence
-    ) -> None:
-        """Start a pass of a system job on its thread, recorded there once it ends."""
-        passes = self._passes.get(job.name)
-        if passes is None:
-            passes = self._passes[job.name] = _Passes(job.name)
-        correlation_id = self._next_id()
-        passes.hand_over(
-            occurrence.scheduled_at,
-            lambda: self._run_inline(job, run, occurrence, correlation_id),
-        )
-
-    def _run_inline(
-        self,
-        job: CeleryJob,
-        run: Callable[[datetime], object],
-        occurrence: Occurrence,
-        correlation_id: str,
-    ) -> None:
-        """Run a system job in beat (the relay, on its thread) and record its outcome as a
-        worker would: a pass that raises is ``failed`` with its error.
-
-        Its lock was taken like any job's, so one beat runs each occurrence.
-        """
-        jobs, at = self._registry(), occurrence.scheduled_at
-        started_at = jobs.clock.now()
-        error: Exception | None = None
-        quiet = False
-        try:
-            quiet = run(at) is False  # the job logged what it did: its success line is DEBUG
-        except Exception as raised:
-            error = raised
-        passes = self._passes.get(job.name)
-        if passes is not None:
-            passes.ended(at, error)
-        occurrence.move(Event.FAILED if error is not None else Event.SUCCEEDED)
-        attempt = Attempt(
-            job=job.name,
-            scheduled_at=at,
-            started_at=started_at,
-            correlation_id=correlation_id,
-            signal=AbortSignal(),
-            deadline=None,
-            tenants=(),
-        )
-        jobs.recorder.record(ran(attempt, jobs.clock.now(), error, None), error, quiet=quiet)
-
-    def _send_entry(self, job: CeleryJob, headers: dict[str, str], producer: Any) -> None:
-        """Send a ``beat_schedule`` entry as Celery's beat does: same task, arguments, options.
-
-        ``send_task`` routes it by ``task_routes`` and the task's own options, as
-        ``apply_async`` would; ``headers`` (the trace) are added to the entry's own.
-        """
-        options = dict(job.options)
-        options["headers"] = {
-            **(options.get("headers") or {}),
-            **headers,
-            "celery_beat_task": True,
-        }
-        if producer is not None:
-            options["producer"] = producer
-        args = [_evaluated(arg) for arg in job.args]
-        kwargs = {name: _evaluated(value) for name, value in job.kwargs.items()}
-        self.app.send_task(job.task_name, args, kwargs, **options)
-
-    def _free_run_state(self, job: CeleryJob, beginning: Beginning) -> None:
-        """End the claim of an occurrence that was never sent, so the job is not held busy.
-
-        What waited behind it is dropped and recorded ``missed``: its run would have followed
-        one that never happened.
-        """
-        jobs = self._registry()
-        try:
-            dropped = jobs.occurrences().free(beginning)
-        except Exception as error:
-            jobs.recorder.could_not_follow(job.name, error, what="free the run state")
-            return
-        if dropped is not None:
-            jobs.recorder.record(not_run(job.name, dropped, Outcome.MISSED))
+        self._publisher.publish(jobs, tasks, sent)
 
     def _record_unavailable(
         self, job: CeleryJob, at: datetime, cause: Exception, store: str
@@ -1016,27 +571,14 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 try:
                     jobs.checkpoints.write(name, at)
                 except Exception as error:
-                    self._could_not_follow(jobs, name, error, CHECKPOINTS, jobs.checkpoints)
+                    self._outages.could_not_follow(jobs, name, error, CHECKPOINTS, jobs.checkpoints)
                 else:
-                    self._store_up(jobs, CHECKPOINTS, jobs.checkpoints)
+                    self._outages.up(jobs, CHECKPOINTS, jobs.checkpoints)
         for name, lease in releasing:
             try:
                 jobs.lock.release(lease)
             except Exception as error:
-                self._could_not_follow(jobs, name, error, IN_THE_LOCK, jobs.lock)
-
-    def _could_not_follow(
-        self, jobs: CeleryJobs, job: str, error: Exception, name: str, store: object
-    ) -> None:
-        """A follow-up (a checkpoint, a lease's release) the store failed: its line is written
-        for the first of its kind in an outage, then counted in it (``_store_down``), not a line
-        a second."""
-        outage = self._store_down(jobs, name, store, error)
-        outage.follow_ups += 1
-        what = "write the checkpoint" if name == CHECKPOINTS else "release the lock"
-        if what not in outage.noted:
-            outage.noted.add(what)
-            jobs.recorder.could_not_follow(job, error, what=what)
+                self._outages.could_not_follow(jobs, name, error, IN_THE_LOCK, jobs.lock)
 
     def _checkpoints(
         self, jobs: CeleryJobs, enabled: list[CeleryJob]
@@ -1044,14 +586,14 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """The checkpoints of ``enabled`` jobs, read in batches (``read_many``).
 
         A store that cannot be asked is logged for each job, which starts from now, and its
-        outage begins (``_store_down``: where it is and why, once).
+        outage begins (``StoreOutages.down``: where it is and why, once).
         """
         if jobs.checkpoints is None or not enabled:
             return {}
         try:
             return jobs.checkpoints.read_many(job.name for job in enabled)
         except Exception as error:
-            self._store_down(jobs, CHECKPOINTS, jobs.checkpoints, error)
+            self._outages.down(jobs, CHECKPOINTS, jobs.checkpoints, error)
             for job in enabled:
                 jobs.recorder.could_not_follow(job.name, error, what="read the checkpoint")
             return {}
@@ -1060,52 +602,6 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self, at: datetime, kind: _Kind, job: CeleryJob, occurrence: Occurrence | None = None
     ) -> None:
         heapq.heappush(self._due, _Entry(at, next(self._seq), kind, job, occurrence))
-
-
-def _kwargs(batch: _Batch, at: datetime, correlation_id: str) -> dict[str, str | None]:
-    """The occurrence's task kwargs, its instant written once for the batch."""
-    kwargs = batch.kwargs.get(at)
-    if kwargs is None:
-        kwargs = batch.kwargs[at] = OccurrenceMessage(at, correlation_id).to_kwargs()
-    kwargs = kwargs.copy()
-    kwargs["correlation_id"] = correlation_id
-    return kwargs
-
-
-def _address(store: object) -> str:
-    """Where a store is: host and port, never a password (``address`` of the locks, else the
-    Redis client or the SQL engine a store is built on), else its type."""
-    address = getattr(store, "address", None)
-    if isinstance(address, str):
-        return address
-    try:
-        client = getattr(store, "client", None)
-        if client is not None:
-            from ddd_celery.redis.lock import redis_address  # noqa: PLC0415 (a Redis store's)
-
-            return redis_address(client)
-        engine = getattr(store, "engine", None)
-        if engine is not None:
-            from ddd_celery.sql.lock import sql_address  # noqa: PLC0415 (a SQL store's)
-
-            return sql_address(engine)
-    except Exception:  # not a client or an engine after all
-        pass
-    return type(store).__name__
-
-
-def _cause(error: BaseException) -> str:
-    """The first cause of ``error`` (the driver's, "connection refused"...), on one line."""
-    root = error
-    while root.__cause__ is not None:
-        root = root.__cause__
-    return _one_line(root)
-
-
-def _one_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
-    return text[:300]
 
 
 def _error(beginning: Beginning) -> Exception:
@@ -1119,8 +615,3 @@ def _job_name_or_none(entry_name: str) -> str | None:
         return job_name_of(entry_name)
     except BeatScheduleEntryError:
         return None
-
-
-def _evaluated(value: Any) -> Any:
-    """A ``BeatLazyFunc`` argument is called at each send, as Celery's beat does."""
-    return value() if isinstance(value, BeatLazyFunc) else value

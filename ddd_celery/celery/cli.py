@@ -28,7 +28,7 @@ from ddd_celery.celery.background_cli import background, printable, refuse_confi
 from ddd_celery.celery.config import JobsConfigError
 from ddd_celery.celery.describe import next_run_at
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
-from ddd_celery.celery.tasks import run_here
+from ddd_celery.celery.run_now import run_here
 from ddd_celery.declarations.schedule import CronRule, IntervalRule
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.errors import UnknownJobError

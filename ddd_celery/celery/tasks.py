@@ -1,11 +1,13 @@
-"""The worker side: the Celery task of each declared job, and ``run_now``.
+"""The worker side: the Celery task of each declared job and its run of one occurrence.
 
 Beat decides and sends; the task runs one occurrence. It reads the occurrence from the message,
 opens the execution scope (origin ``schedule``, the job's system actor, the message's
 correlation id), builds the job from its providers, runs it tenant by tenant, and records
 ``succeeded`` or ``failed`` with the same log line, metrics and ``on_run`` as every driver. It
 then ends the run in the shared run state, which may hand back an occurrence queued behind it
-(``overlap: 'queue'``): the task sends that one on, since beat cannot know when a run ends.
+(``overlap: 'queue'``): the task sends that one on, since beat cannot know when a run ends
+(``promotion.py``). ``run_now`` (``run_now.py``) runs an occurrence the same way, in this
+process.
 
 ``timeout_ms`` is enforced twice, because pools differ. On prefork, Celery's soft time limit
 raises inside the job's thread; on every pool (solo and threads have no time limits), the
@@ -33,9 +35,10 @@ from celery.exceptions import SoftTimeLimitExceeded
 from ddd_celery.celery.event_loop import run_in_thread_loop
 from ddd_celery.celery.logs import render_fields_in_celery_logs
 from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError, refuse_unreal
+from ddd_celery.celery.promotion import conclude_run, end_run
 from ddd_celery.celery.registry import ATTRIBUTE, CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.shutdown import RUNS
-from ddd_celery.celery.tracing import TraceparentScope, run_span, send_span
+from ddd_celery.celery.tracing import TraceparentScope, run_span
 from ddd_celery.celery.watchdog import WATCHDOG, Watch
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.kernel.abort import AbortController
@@ -52,8 +55,6 @@ from ddd_celery.scheduling.execution import (
     run_attempt_sync,
     tenants_of,
 )
-from ddd_celery.scheduling.occurrence import run_ttl_ms
-from ddd_celery.scheduling.occurrence_store import RunEnd
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 
 HARD_LIMIT_GRACE_S = 5.0
@@ -223,82 +224,6 @@ def _refused(registry: CeleryJobs, name: str, error: UnreadableMessageError) -> 
     registry.recorder.could_not_follow(name, error, what=what)
 
 
-def send_occurrence(app: Any, registry: CeleryJobs, job: CeleryJob, scheduled_at: datetime) -> None:
-    """Send the task of one occurrence, with a fresh correlation id.
-
-    It expires when its run would stop counting as in progress: run later than that, it could
-    overlap the next one.
-    """
-    message = OccurrenceMessage(scheduled_at, registry.ids.next_id())
-    with send_span(job.name, scheduled_at, message.correlation_id) as headers:
-        app.send_task(
-            job.task_name,
-            kwargs=message.to_kwargs(),
-            queue=job.queue,
-            expires=run_ttl_ms(job.schedule.options, registry.rules) / 1000,
-            serializer="json",
-            headers=headers,
-        )
-
-
-def end_run(app: Any, registry: CeleryJobs, job: CeleryJob, scheduled_at: datetime) -> None:
-    """End the run of ``scheduled_at`` in the run state; send on the occurrence queued behind.
-
-    Beat cannot know when a run ends, so the worker sends the queued occurrence itself. One that
-    cannot be sent is recorded ``failed`` and ended in turn, so it does not hold the job busy.
-    """
-    ended = registry.occurrences().end(
-        job.name,
-        scheduled_at,
-        ttl_ms=run_ttl_ms(job.schedule.options, registry.rules),
-        last_run=None,
-    )
-    _send_on(app, registry, job, ended)
-
-
-def conclude_run(
-    app: Any, registry: CeleryJobs, job: CeleryJob, record: JobRun, error: BaseException | None
-) -> None:
-    """Keep the run's record and end it in one round trip, record its outcome, send on.
-
-    The last run is written with the end of the run (``OccurrenceStore.end``), before the log
-    line, the metrics and ``on_run``, so an observer finds the record already kept, as
-    ``RunRecorder`` promises.
-    """
-    ended = registry.occurrences().end(
-        job.name,
-        record.scheduled_at,
-        ttl_ms=run_ttl_ms(job.schedule.options, registry.rules),
-        last_run=record,
-    )
-    if ended.last_run_error is not None:
-        registry.recorder.could_not_follow(
-            job.name, ended.last_run_error, what="write the last run"
-        )
-    registry.recorder.record(record, error, kept=True)
-    _send_on(app, registry, job, ended)
-
-
-def _send_on(app: Any, registry: CeleryJobs, job: CeleryJob, ended: RunEnd) -> None:
-    """Send the occurrence promoted behind an ended run; one that cannot be sent is ended too."""
-    ttl_ms = run_ttl_ms(job.schedule.options, registry.rules)
-    while True:
-        if ended.finish_error is not None:
-            registry.recorder.could_not_follow(job.name, ended.finish_error, what="finish the run")
-            return
-        promoted = ended.promoted
-        if promoted is None:
-            return
-        try:
-            send_occurrence(app, registry, job, promoted)
-            return
-        except Exception as error:
-            registry.recorder.record(
-                not_run(job.name, promoted, Outcome.FAILED, error=error), error
-            )
-        ended = registry.occurrences().end(job.name, promoted, ttl_ms=ttl_ms, last_run=None)
-
-
 def on_task_revoked(
     sender: Any = None,
     request: Any = None,
@@ -333,54 +258,6 @@ def on_task_revoked(
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
-
-
-def run_now(target: Any, name: str) -> JobRun:
-    """Run the job ``name`` once in this process, as a worker would, and raise what it raised.
-
-    ``target`` is the Celery app or its ``CeleryJobs``. The run gets the scope of a scheduled
-    one (origin ``schedule``, the job's system actor, a fresh correlation id, ``scheduled_at``
-    the instant it was asked), takes no lock, leaves the run state alone, and is recorded like
-    any run. It works on a disabled job and in a process where ``RUN_JOBS`` is false. Raises
-    ``UnknownJobError`` for a name no job has, ``TypeError`` for a ``beat_schedule`` entry
-    (its own task runs it) and for a system job (beat runs it), ``JobTimeoutError`` for a run
-    that outlived ``timeout_ms``; returns the record of a run that succeeded. Call it from
-    synchronous code (an async caller uses ``asyncio.to_thread``): it runs its own event loop
-    for an async job.
-    """
-    record, error = run_here(target, name)
-    if error is not None:
-        raise error
-    return record
-
-
-def run_here(target: Any, name: str) -> tuple[JobRun, BaseException | None]:
-    """``run_now`` that returns the record and the error instead of raising what the job raised.
-
-    For a caller that reports the run itself, such as ``celery jobs run-now``.
-    """
-    registry = target if isinstance(target, CeleryJobs) else jobs_of(target)
-    job = registry.job(name)
-    if job.inline is not None:
-        raise TypeError(
-            f"{name} is a system job that runs inside beat, under beat's lock (the relay of "
-            "background jobs runs there every second): it has no task, and run_now does not "
-            "run it; a running beat is what runs it"
-        )
-    if not job.declared:
-        raise TypeError(
-            f"{name} is a beat_schedule entry: its task {job.task_name!r} runs it "
-            "(celery call), not run_now"
-        )
-    run = OccurrenceRun(
-        registry,
-        job,
-        scheduled_at=registry.clock.now(),
-        correlation_id=registry.ids.next_id(),
-        tenant_id=None,
-        app=None,
-    )
-    return run.execute()
 
 
 class OccurrenceRun:

@@ -18,9 +18,9 @@ from celery_support import REDIS_URL, Runs
 from redis import Redis
 
 from ddd_celery.celery import install_jobs, jobs_of, run_now
-from ddd_celery.celery.app import BEAT_SCHEDULER
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.config import INVALID_JOBS_CONFIG, JobsConfigError
+from ddd_celery.celery.guards import BEAT_SCHEDULER
 from ddd_celery.declarations import JobExecution, scheduled
 from ddd_celery.kernel import DomainError, FixedClock, InMemoryErrorReporter, InMemoryLock
 from ddd_celery.redis import RedisJobCheckpoints, RedisJobLastRuns, RedisJobRunState, RedisLock

@@ -11,7 +11,7 @@ import pytest
 from celery_support import AppFactory
 
 from ddd_celery.celery import CeleryJobs, install_jobs, jobs_of
-from ddd_celery.celery.app import BEAT_SCHEDULER
+from ddd_celery.celery.guards import BEAT_SCHEDULER
 from ddd_celery.declarations import (
     DeclarationError,
     JobExecution,

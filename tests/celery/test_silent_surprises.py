@@ -20,7 +20,7 @@ from celery.beat import PersistentScheduler, Service
 from celery.signals import beat_init
 
 from ddd_celery.celery import install_jobs
-from ddd_celery.celery.app import BEAT_SCHEDULER
+from ddd_celery.celery.guards import BEAT_SCHEDULER
 from ddd_celery.declarations import (
     DeclarationError,
     JobExecution,
