@@ -46,6 +46,7 @@ class BackgroundJobs:
     jobs: Mapping[str, BackgroundJobDeclaration]
     store: JobStore
     clock: Clock
+    """The store's clock as this process reads it (``StoreClock``): every instant of a job."""
     ids: IdGenerator
     scope: ExecutionScope
     recorder: BackgroundRecorder
