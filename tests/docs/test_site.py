@@ -56,42 +56,61 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def nested_items(page: Path) -> Iterator[tuple[int, str]]:
-    """The list items of ``page`` written under another item: (line, their first words).
+@dataclass(frozen=True)
+class ListPart:
+    """A list item, or a paragraph of one after its first, as the page's source writes it."""
 
-    Outside code fences and HTML comments. An item indented under an item is meant nested,
-    whatever its indent; Python-Markdown nests it only at four spaces or more.
+    line: int
+    words: str
+    """Its first words, as they read once rendered."""
+    nested: bool
+    """An item written under another item: it must render in a list inside an item."""
+    paragraph: bool = False
+    """A later paragraph of an item, not an item: it must render inside the item."""
+
+
+def list_parts(page: Path) -> Iterator[ListPart]:
+    """The items of the lists of ``page`` and their later paragraphs, outside fences and comments.
+
+    An item indented under an item is meant nested, and a paragraph indented after a blank line
+    in a list is meant part of the item, whatever their indent: Python-Markdown takes them so
+    only at four spaces or more (two render flat, or as a paragraph after the list that swallows
+    the next item).
     """
     lines = page.read_text(encoding="utf-8").splitlines()
     fence: str | None = None
-    in_comment = False
-    in_list = False
+    in_comment = in_list = after_blank = False
     for number, line in enumerate(lines, start=1):
         opening = _FENCE.match(line)
+        blank = not line.strip()
         if fence is not None:
             if opening and line.strip() == opening[1] and opening[1].startswith(fence):
                 fence = None
-            continue
-        if opening:
+        elif opening:
             fence = opening[1]
-            continue
-        if in_comment or line.lstrip().startswith("<!--"):
+        elif in_comment or line.lstrip().startswith("<!--"):
             in_comment = "-->" not in line
-            continue
-        item = _ITEM.match(line)
-        if item and item["indent"] and in_list:
-            yield number, _words(item["text"])
-        if item and not item["indent"]:
-            in_list = True
-        elif line and not line.startswith(" "):
+        elif item := _ITEM.match(line):
+            # a list opens after a blank line (or at the top), never inside a paragraph
+            in_list = in_list or (not item["indent"] and (after_blank or number == 1))
+            if in_list:
+                yield ListPart(number, _words(item["text"]), nested=bool(item["indent"]))
+        elif not blank and not line.startswith(" "):
             in_list = False
+        elif in_list and after_blank and not blank and not line.lstrip().startswith("|"):
+            yield ListPart(number, _words(line), nested=False, paragraph=True)
+        after_blank = blank
 
 
 def _words(markdown: str, count: int = 4) -> str:
-    """The first words of a line of Markdown as they read once rendered."""
+    """The first words of a line of Markdown as they read once rendered, ``_squashed``."""
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown)
-    text = re.sub(r"[*_`]", "", text)
-    return " ".join(text.split()[:count])
+    return " ".join(_squashed(text).split()[:count])
+
+
+def _squashed(text: str) -> str:
+    """``text`` without the characters Markdown may take for emphasis or code."""
+    return re.sub(r"[*_`]", "", text)
 
 
 @dataclass
@@ -101,6 +120,7 @@ class Rendered(HTMLParser):
     loaded: list[str] = field(default_factory=list)
     code_blocks: list[tuple[bool, bool]] = field(default_factory=list)
     """(inside a Pygments ``div.highlight``, has token spans) for each ``<pre>``."""
+    item_texts: list[str] = field(default_factory=list)
     nested_texts: list[str] = field(default_factory=list)
     text_outside_code: list[str] = field(default_factory=list)
     _stack: list[tuple[str, str]] = field(default_factory=list)
@@ -134,6 +154,7 @@ class Rendered(HTMLParser):
             opened, _ = self._stack.pop()
             if opened == "li":
                 text = " ".join("".join(self._open_items.pop()).split())
+                self.item_texts.append(text)
                 if any(t == "li" for t, _ in self._stack):
                     self.nested_texts.append(text)
             if opened == tag:
@@ -182,12 +203,19 @@ def test_every_code_block_is_highlighted_at_build_time(site: Path, page: Path) -
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_name)
-def test_each_nested_list_of_the_page_renders_nested(site: Path, page: Path) -> None:
-    nested = " | ".join(rendered(site, page).nested_texts)
+def test_each_list_renders_as_written_nested_lists_nested(site: Path, page: Path) -> None:
+    shown = rendered(site, page)
+    items = [_squashed(text) for text in shown.item_texts]
+    nested = [_squashed(text) for text in shown.nested_texts]
 
-    flat = [(line, words) for line, words in nested_items(page) if words not in nested]
+    def as_written(part: ListPart) -> bool:
+        if part.paragraph:  # inside its item
+            return any(part.words in text for text in items)
+        return any(text.startswith(part.words) for text in (nested if part.nested else items))
 
-    assert flat == [], f"{_name(page)}: these items render flat (indent them by 4 spaces)"
+    astray = [(part.line, part.words) for part in list_parts(page) if not as_written(part)]
+
+    assert astray == [], f"{_name(page)}: these render out of their item (indent them by 4)"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_name)
@@ -208,6 +236,8 @@ NESTED_PAGE = """\
 - another:
     - indented by four
 
+  a second paragraph of the item
+
 ```markdown
 - not a list:
   - in a fence
@@ -219,17 +249,29 @@ NESTED_PAGE = """\
 -->
 1. A step:
    - three spaces
+
+   | a table | in the step |
+   |---|---|
+
+A paragraph whose line wraps at
+500. is no list
 """
 
 
-def test_the_items_meant_nested_are_found_outside_fences_and_comments(tmp_path: Path) -> None:
+def test_the_items_and_their_paragraphs_are_found_outside_fences_and_comments(
+    tmp_path: Path,
+) -> None:
     page = tmp_path / "page.md"
     page.write_text(NESTED_PAGE)
 
-    assert list(nested_items(page)) == [
-        (4, "indented by two, meant"),
-        (6, "indented by four"),
-        (18, "three spaces"),
+    assert [(part.line, part.words, part.nested, part.paragraph) for part in list_parts(page)] == [
+        (3, "an item:", False, False),
+        (4, "indented by two, meant", True, False),
+        (5, "another:", False, False),
+        (6, "indented by four", True, False),
+        (8, "a second paragraph of", False, True),
+        (19, "A step:", False, False),
+        (20, "three spaces", True, False),
     ]
 
 
