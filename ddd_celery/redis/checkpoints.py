@@ -28,7 +28,7 @@ class RedisJobCheckpoints(JobCheckpoints):
     def __init__(self, client: Redis, *, prefix: str = "ddd_celery:checkpoint:") -> None:
         self._client = client
         self._prefix = prefix
-        self._write = register(client, "checkpoint_write.lua")
+        self._write = register(client, "checkpoint_write.lua", after="occurrence_lib.lua")
         self._read_many = register(client, "json_many.lua")
 
     @property

@@ -27,7 +27,7 @@ class RedisJobLastRuns(JobLastRuns):
     def __init__(self, client: Redis, *, prefix: str = "ddd_celery:last-run:") -> None:
         self._client = client
         self._prefix = prefix
-        self._write = register(client, "last_run_write.lua")
+        self._write = register(client, "last_run_write.lua", after="occurrence_lib.lua")
         self._read_many = register(client, "json_many.lua")
 
     @property

@@ -31,7 +31,7 @@ class RedisLock(Lock):
         self._client = client
         self._prefix = prefix
         self._clock = clock or SystemClock()
-        self._release = register(client, "release.lua")
+        self._release = register(client, "release.lua", after="occurrence_lib.lua")
 
     @property
     def client(self) -> Redis:

@@ -42,9 +42,11 @@ class RedisOccurrenceStore(OccurrenceStore):
 
     ``begin`` is ``lua/occurrence_begin.lua`` per ``BEGIN_BATCH`` occurrences (the releases
     ride with the first), ``free`` is ``lua/occurrence_free.lua``, ``end`` is
-    ``lua/run_end.lua``. Built by ``RedisJobRunState.occurrence_store``. A script that cannot
-    be run fails every occurrence it held in the lock (``LockUnavailableError``): what it did is
-    unknown, and Redis runs a script whole or not at all.
+    ``lua/run_end.lua``; each starts with ``lua/occurrence_lib.lua``, the rules the separate
+    stores' scripts apply too, each written once. Built by ``RedisJobRunState.occurrence_store``.
+    A script that cannot be run fails every occurrence it held in the lock
+    (``LockUnavailableError``): what it did is unknown, and Redis runs a script whole or not at
+    all.
     """
 
     keeps_tokens = True
@@ -65,9 +67,9 @@ class RedisOccurrenceStore(OccurrenceStore):
         self._run_prefix = run_prefix
         self._checkpoint_prefix = checkpoint_prefix
         self._last_run_prefix = last_run_prefix
-        self._begin_script = register(client, "occurrence_begin.lua")
-        self._free_script = register(client, "occurrence_free.lua")
-        self._end_script = register(client, "run_end.lua")
+        self._begin_script = register(client, "occurrence_begin.lua", after="occurrence_lib.lua")
+        self._free_script = register(client, "occurrence_free.lua", after="occurrence_lib.lua")
+        self._end_script = register(client, "run_end.lua", after="occurrence_lib.lua")
 
     def begin(
         self, beginnings: Sequence[Beginning], *, releasing: Sequence[Lease] = ()

@@ -36,9 +36,9 @@ class RedisJobRunState(JobRunState):
     def __init__(self, client: Redis, *, prefix: str = "ddd_celery:run:") -> None:
         self._client = client
         self._prefix = prefix
-        self._claim = register(client, "run_claim.lua")
-        self._finish = register(client, "run_finish.lua")
-        self._drop_queued = register(client, "run_drop_queued.lua")
+        self._claim = register(client, "run_claim.lua", after="occurrence_lib.lua")
+        self._finish = register(client, "run_finish.lua", after="occurrence_lib.lua")
+        self._drop_queued = register(client, "run_drop_queued.lua", after="occurrence_lib.lua")
         self._read_many = register(client, "json_many.lua")
 
     def claim(self, job: str, scheduled_at: datetime, *, queue: bool, ttl_ms: int) -> Claim:

@@ -1,6 +1,8 @@
 -- Begin the occurrences due at one instant: for each, take its lock, write its checkpoint and
 -- claim its run state, as RedisLock, RedisJobCheckpoints and RedisJobRunState would one by one;
--- then release the leases no beat can still want. One round trip for the whole batch.
+-- then release the leases no beat can still want. One round trip for the whole batch. Each
+-- rule is occurrence_lib.lua's (lock_take, checkpoint_write, run_claim, lock_release),
+-- prepended to this script.
 --
 -- The batch comes as one JSON argument and each key is built here from its prefix, as the job
 -- store's scripts build theirs: a batch is a handful of arguments to pack, not ten per
@@ -12,9 +14,9 @@
 -- queued under that token answers 'started' or 'queued' again, changing nothing.
 --
 -- Keys
---   none given, each built here: the lock `<ARGV[1]>job:<name>:<instant>` (see release.lua),
---   the run state `<ARGV[2]><job>` (see run_claim.lua), the checkpoint `<ARGV[3]><job>` (see
---   checkpoint_write.lua); a prefix with a hash tag keeps them in one Redis Cluster slot.
+--   none given, each built here: the lock `<ARGV[1]>job:<name>:<instant>`, the run state
+--   `<ARGV[2]><job>`, the checkpoint `<ARGV[3]><job>` (see occurrence_lib.lua); a prefix with
+--   a hash tag keeps them in one Redis Cluster slot.
 -- Arguments
 --   ARGV[1..3]  the prefixes of the locks, the run states and the checkpoints.
 --   ARGV[4]  '1' to write each occurrence's checkpoint (else none is kept: ARGV[3] unused).
@@ -30,8 +32,8 @@
 --   done), 'taken' (locked or no lock needed; no claim asked), or the claim: 'started',
 --   'queued', 'busy'; then for each lease 1 when released, 0 when it had expired or changed
 --   owner.
--- The run state's hash also keeps `running_by` and `queued_by`: the token of the begin that
--- started or queued its occurrence (see run_claim.lua for the rest of the hash).
+-- Each claim is made with its occurrence's token, which the run state keeps (`running_by`,
+-- `queued_by`): a claim is known again by its token, not by its instant.
 local lock_prefix, run_prefix, checkpoint_prefix = ARGV[1], ARGV[2], ARGV[3]
 local checkpoint, stem = ARGV[4] == '1', ARGV[5]
 local occurrences, leases = cjson.decode(ARGV[6]), cjson.decode(ARGV[7])
@@ -45,47 +47,19 @@ for i = 1, #occurrences do
     token = stem .. i
   end
   local answer = '"taken"'
-  if lock_ttl ~= 0
-    and not redis.call('SET', lock_prefix .. lock_key, token, 'NX', 'PX', lock_ttl)
-    and redis.call('GET', lock_prefix .. lock_key) ~= token
-  then
+  if lock_ttl ~= 0 and not lock_take(lock_prefix .. lock_key, token, lock_ttl) then
     answer = '"held"'
   else
     if checkpoint then
-      local key = checkpoint_prefix .. job
-      local current = redis.call('GET', key)
-      if not current or tonumber(current) < tonumber(at) then
-        redis.call('SET', key, at)
-      end
+      checkpoint_write(checkpoint_prefix .. job, at)
     end
     if claim == 1 then
-      local run_key = run_prefix .. job
-      local run = redis.call('HMGET', run_key, 'running', 'running_by', 'queued_by')
-      if run[3] == token then
-        answer = '"queued"' -- this begin queued it (and it may have been promoted since)
-      elseif run[2] == token then
-        answer = '"started"'
-      elseif not run[1] then
-        redis.call('HSET', run_key, 'running', at, 'running_by', token)
-        redis.call('PEXPIRE', run_key, run_ttl)
-        answer = '"started"'
-      elseif queue == 1 and redis.call('HSETNX', run_key, 'queued', at) == 1 then
-        redis.call('HSET', run_key, 'queued_by', token)
-        answer = '"queued"'
-      else
-        answer = '"busy"'
-      end
+      answer = '"' .. run_claim(run_prefix .. job, at, queue == 1, run_ttl, token) .. '"'
     end
   end
   answers[i] = answer
 end
 for j = 1, #leases do
-  local key = lock_prefix .. leases[j][1]
-  if redis.call('GET', key) == leases[j][2] then
-    redis.call('DEL', key)
-    answers[#answers + 1] = '1'
-  else
-    answers[#answers + 1] = '0'
-  end
+  answers[#answers + 1] = tostring(lock_release(lock_prefix .. leases[j][1], leases[j][2]))
 end
 return '[' .. table.concat(answers, ',') .. ']'

@@ -1,11 +1,8 @@
--- Claim an occurrence of a job: start it, queue it behind the run in progress, or refuse it.
+-- Claim an occurrence of a job: start it, queue it behind the run in progress, or refuse it
+-- (run_claim in occurrence_lib.lua, prepended to this script, with no token).
 --
 -- Keys
---   KEYS[1]  `<prefix><job>` (by default `ddd_celery:run:<job>`): a hash that exists while a
---            run is in progress, expiring (PEXPIRE) when that run's time to live has passed;
---              running  the occurrence in progress, in epoch milliseconds
---              queued   the occurrence waiting behind it, in epoch milliseconds (at most one)
---            The queued occurrence expires with the run it waits behind.
+--   KEYS[1]  the run state, `<prefix><job>` (see occurrence_lib.lua).
 -- Arguments
 --   ARGV[1]  the occurrence, in epoch milliseconds.
 --   ARGV[2]  '1' to queue it when a run is in progress, '0' to refuse it.
@@ -16,20 +13,4 @@
 --   A claim of the occurrence in progress or queued answers as its first send did: only the
 --   holder of the occurrence's lock claims it, so that is this claim sent again (redis-py
 --   resends a script whose reply was late).
-local slot = redis.call('HMGET', KEYS[1], 'running', 'queued')
-if not slot[1] then
-  redis.call('HSET', KEYS[1], 'running', ARGV[1])
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return 'started'
-end
-if slot[1] == ARGV[1] then
-  return 'started'
-end
-if slot[2] == ARGV[1] then
-  return 'queued'
-end
-if ARGV[2] == '1' and not slot[2] then
-  redis.call('HSET', KEYS[1], 'queued', ARGV[1])
-  return 'queued'
-end
-return 'busy'
+return run_claim(KEYS[1], ARGV[1], ARGV[2] == '1', ARGV[3])
