@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import redis
+
 from ddd_celery.kernel import SystemClock
 from examples.clinic import demo_statements
 from examples.clinic.notification.domain.reminder import Reminder
@@ -130,7 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = 0
     finally:
         signals.stopping = True
-        backend.delete_keys()
+        try:
+            backend.delete_keys()
+        except (redis.RedisError, OSError) as error:  # Redis went away meanwhile: say so
+            print(f"Could not delete the keys under {backend.key_prefix}: {error}", flush=True)
         if own_data:
             shutil.rmtree(backend.data, ignore_errors=True)
     return signals.status or status
