@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     processes: dict[str, subprocess.Popen[str]] = {}
     try:
         status = run(backend, processes, signals, arguments.seconds, verbose=arguments.verbose)
-    except KeyboardInterrupt:  # before the processes started, or while they stopped
+    except KeyboardInterrupt:  # before the processes started, or before run() followed them
         print("\nStopped", flush=True)
         signals.stopping = True
         stop(processes, signals.hurry)
