@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite, as a newcomer and CI run it: install, start services, lint, type-check,
-# then every test. Extra arguments go to pytest (e.g. ./dev test -m 'not processes').
+# then every test. Extra arguments go to pytest (e.g. ./dev test -m 'not processes and not browser').
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 source scripts/bootstrap.sh
 source scripts/services.sh
+
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "==> installing chromium (tests/docs/test_site.py looks at the built site in it)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 
 echo "==> ruff check"
 ruff check ddd_celery tests examples bench

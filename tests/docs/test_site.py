@@ -298,7 +298,7 @@ PROBE = """
 """
 
 
-@pytest.mark.processes
+@pytest.mark.browser
 def test_in_a_browser_offline_the_home_page_s_table_fits_and_code_is_coloured(
     site: Path,
 ) -> None:

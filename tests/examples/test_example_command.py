@@ -29,7 +29,7 @@ def test_the_example_mails_each_reminder_once_and_closes_each_tenant_s_month_onc
         env=environ,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=180,
         check=False,
     )
 
