@@ -2,17 +2,19 @@
 
 This top level imports no Celery, Redis or SQL: declaring a job or asking when it runs next
 needs none of them.
+
+``background`` names two things, as the docs use them: ``from ddd_celery import background`` is
+the decorator, and ``from ddd_celery.background import JobStore`` reaches the package of
+background jobs. A module attribute has one value, so ``ddd_celery.background`` (and
+``import ddd_celery.background as name``) is the decorator; import the package's names with
+``from``. The package is loaded first below: Python binds a package on its parent when it is
+first loaded, which would replace the decorator if that happened later.
 """
 
-import importlib
 import logging
 
-# The package ``ddd_celery.background`` and the decorator ``background`` share a name: loading
-# the package binds it on this module, so it is loaded first and the decorator bound after it.
-# ``from ddd_celery.background import ...`` reaches the package either way.
-importlib.import_module("ddd_celery.background")
-
-from ddd_celery.declarations import (  # noqa: E402 - after the package, see above
+from ddd_celery import background as _package_loaded_first  # the decorator is bound after it
+from ddd_celery.declarations import (
     BackgroundJobExecution,
     DeclarationError,
     JobExecution,
@@ -24,9 +26,11 @@ from ddd_celery.declarations import (  # noqa: E402 - after the package, see abo
     parse_job_schedule,
     scheduled,
 )
-from ddd_celery.declarations.process import process_manager, step  # noqa: E402
-from ddd_celery.kernel.process_runner import ProcessDecision, TimeoutFired  # noqa: E402
-from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence  # noqa: E402
+from ddd_celery.declarations.process import process_manager, step
+from ddd_celery.kernel.process_runner import ProcessDecision, TimeoutFired
+from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
+
+del _package_loaded_first
 
 # A library writes nothing unless the application configures logging.
 logging.getLogger("ddd_celery").addHandler(logging.NullHandler())

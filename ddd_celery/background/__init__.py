@@ -1,7 +1,8 @@
 """Background jobs: the job rules, the queue, the store port and its in-memory adapter, the
 attempt shared by every driver, the polling worker, the errors.
 
-Imports no Celery, Redis or SQL.
+Imports no Celery, Redis or SQL. Its names are imported with ``from ddd_celery.background
+import JobStore``: the attribute ``ddd_celery.background`` is the ``@background`` decorator.
 """
 
 from ddd_celery.background.attempt import (
