@@ -10,6 +10,10 @@ would hand it over: same headers, properties, body, exchange and routing key, th
 ``before_task_publish`` and ``after_task_publish`` signals sent with the same arguments when
 they have receivers.
 
+The message copied is Celery 5.7's. On a Celery whose ``send_task`` writes another (5.4 to 5.6:
+no ``task_repr_maxlevels``, no task options merged by ``send_task``, no callback publish retried
+apart), ``PREBUILT`` is false, read once at import: every message goes through ``send_task``.
+
 Only what always gives the same message takes this path (``TaskMessage.of`` answers None
 otherwise, and the caller uses ``send_task``): an app whose ``send_task`` or task message code is
 Celery's own (a wrapped one, a test's double, is used as it is), protocol 2, no ``task-sent``
@@ -28,6 +32,7 @@ from typing import Any
 from celery._state import get_current_worker_task
 from celery.app import amqp as celery_amqp
 from celery.app import base as celery_base
+from celery.app import defaults as celery_defaults
 from celery.app.routes import MapRoute
 from celery.backends.base import Backend
 from celery.signals import after_task_publish, before_task_publish, task_sent
@@ -38,6 +43,24 @@ from kombu.entity import Queue
 from kombu.utils.uuid import uuid
 
 _celery_logger = logging.getLogger(celery_base.__name__)
+
+
+def _sends_the_message_copied() -> bool:
+    """Whether this Celery's ``send_task`` writes the message ``TaskMessage`` copies (5.7's).
+
+    Told by what that message needs, not by a version: the ``task_repr_maxlevels`` setting of
+    its reprs, ``send_task`` merging the registered task's own options, and the context that
+    retries a callback's publish on its own.
+    """
+    return (
+        "task_repr_maxlevels" in celery_defaults.DEFAULTS
+        and "_get_exec_options" in celery_base.Celery.send_task.__code__.co_names
+        and hasattr(celery_amqp, "_callback_publish_retry")
+    )
+
+
+PREBUILT = _sends_the_message_copied()
+"""The one switch: False sends every message through ``send_task``, Celery's own path."""
 
 _SEND_TASK_MESSAGE_ARGUMENTS = frozenset(
     {
@@ -301,6 +324,8 @@ class TaskMessage:
         None when this app or task cannot be sent this way: use ``send_task``. Raises what
         ``send_task`` would raise for every message (a queue missing from ``task_queues``).
         """
+        if not PREBUILT:
+            return None
         sending = _AppSending.of(app)
         if sending is None:
             return None
@@ -340,7 +365,11 @@ class TaskMessage:
 
         The same for every message of a task: a caller publishing many asks once.
         """
-        return get_current_worker_task() is None and not celery_amqp._callback_publish_retry.get()
+        return (
+            PREBUILT
+            and get_current_worker_task() is None
+            and not celery_amqp._callback_publish_retry.get()
+        )
 
     def send(
         self,

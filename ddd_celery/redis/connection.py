@@ -9,7 +9,7 @@ occurrence is recorded ``failed``, ``JOB_LOCK_UNAVAILABLE``, and beat keeps tick
 
 from __future__ import annotations
 
-from redis import Redis
+from redis import Redis, exceptions
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -26,4 +26,6 @@ def connect(url: str, *, timeout: float = 1.0, retries: int = 1) -> Redis:
         socket_connect_timeout=timeout,
         socket_timeout=timeout,
         retry=Retry(NoBackoff(), retries),
+        # what Retry retries anyway: redis-py 5 retries a client's command only on these
+        retry_on_error=[exceptions.ConnectionError, exceptions.TimeoutError],
     )

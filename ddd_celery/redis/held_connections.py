@@ -12,10 +12,14 @@ A thread holds its connection until it ends (it goes back to the pool then), bes
 the client's own commands take from the pool, and a forked child never uses its parent's. A
 client whose connections redis-py routes itself (a single-connection client, Sentinel, a
 cluster, anything but the plain pools) is sent its commands as usual.
+
+redis-py's pools before 5.3 require the command's name to give a connection (and ignore it);
+from 5.3 on, a name given is deprecated. What the pool asks for is read once, from its signature.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 from typing import Any
@@ -37,6 +41,7 @@ class HeldConnections:
             and type(client).execute_command is Redis.execute_command
         )
         self._pool: Any = pool if plain else None
+        self._named = plain and _requires_command_name(pool)
         self._local = threading.local()
 
     def execute(self, *args: Any) -> Any:
@@ -49,12 +54,21 @@ class HeldConnections:
             return self._client.execute_command(*args)
         held: _Held | None = getattr(self._local, "held", None)
         if held is None or held.pid != os.getpid():
-            held = _Held(self._pool, self._pool.get_connection())
+            pool = self._pool
+            held = _Held(
+                pool, pool.get_connection(args[0]) if self._named else pool.get_connection()
+            )
             self._local.held = held
         connection = held.connection
         return connection.retry.call_with_retry(
             lambda: _send_and_read(connection, args), lambda _error: connection.disconnect()
         )
+
+
+def _requires_command_name(pool: Any) -> bool:
+    """Whether ``pool.get_connection`` must be given a command's name (redis-py before 5.3)."""
+    parameter = inspect.signature(pool.get_connection).parameters.get("command_name")
+    return parameter is not None and parameter.default is inspect.Parameter.empty
 
 
 class _Held:

@@ -189,7 +189,11 @@ def test_an_interval_that_is_no_whole_positive_milliseconds_is_refused_naming_th
         (crontab(minute=0, hour=0, day_of_month=1, month_of_year="*/3"), "0 0 1 */3 *"),
         (crontab(minute=[0, 30], hour=[9, 10, 11, 17]), "*/30 9-11,17 * * *"),
         (crontab(minute=[5, 35], hour=[9, 10]), "5,35 9,10 * * *"),
-        (crontab.from_string("5 4 * * sun"), "5 4 * * 0"),
+        # what crontab.from_string("5 4 * * sun") builds (celery 5.5 on); the floor, 5.4, lacks it
+        (
+            crontab(minute="5", hour="4", day_of_month="*", month_of_year="*", day_of_week="sun"),
+            "5 4 * * 0",
+        ),
     ],
 )
 def test_a_crontab_becomes_the_cron_expression_of_the_same_fields(

@@ -4,7 +4,10 @@
 the same occurrence both ways to the real Redis broker and compare what lands in the queue,
 field by field: only the ids (task id, delivery tag) and the TTL left may differ. Signals are
 sent as ``send_task`` sends them, ``task_routes`` and ``task_queues`` are honored, and what this
-path cannot reproduce is left to ``send_task``.
+path cannot reproduce is left to ``send_task``. On a Celery whose ``send_task`` writes another
+message than the one copied (before 5.7), ``PREBUILT`` is false and beat, the relay and the
+publish after a commit send through ``send_task``: the tests check that path there, and force it
+here (``through``) to show it keeps every message as it was.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import celery
 import pytest
 from celery import Celery
 from celery._state import _task_stack
@@ -26,9 +30,10 @@ from celery.signals import after_task_publish, before_task_publish
 from celery_support import AppFactory
 from kombu import Exchange, Queue
 from kombu.exceptions import OperationalError
+from packaging.version import Version
 from redis import Redis
 
-from ddd_celery.celery import install_jobs
+from ddd_celery.celery import install_jobs, task_messages
 from ddd_celery.celery.background.publisher import send_wakeup
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.message import OccurrenceMessage
@@ -140,6 +145,23 @@ def beat_sends_one(
     return at
 
 
+@pytest.fixture(params=["as detected", "switched to send_task"])
+def through(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Beat, the relay and the publish after a commit: on the path this Celery gets, then with
+    the switch turned to ``send_task``; yields the ids ``TaskMessage`` sent, none when off."""
+    prebuilt: list[str] = []
+    send = TaskMessage.send
+
+    def recording(message: TaskMessage, producer: Any, task_id: str, *args: Any, **kw: Any) -> None:
+        prebuilt.append(task_id)
+        send(message, producer, task_id, *args, **kw)
+
+    monkeypatch.setattr(TaskMessage, "send", recording)
+    if request.param == "switched to send_task":
+        monkeypatch.setattr(task_messages, "PREBUILT", False)
+    return prebuilt
+
+
 def send_both_ways(
     app: Celery,
     queue: str | None,
@@ -147,19 +169,22 @@ def send_both_ways(
     headers: dict[str, str],
     kwargs: dict[str, Any] = KWARGS,
 ) -> None:
-    """The occurrence through ``TaskMessage`` first, then through ``send_task``."""
+    """The occurrence as beat sends it first (``TaskMessage`` where this Celery sends the
+    message it copies, ``send_task`` otherwise), then through ``send_task``."""
     message = TaskMessage.of(app, TASK, queue=queue)
-    assert message is not None
-    with app.producer_or_acquire() as producer:
-        message.send(producer, new_task_id(), dict(kwargs), headers=headers, expires=expires)
-    app.send_task(
-        TASK,
-        kwargs=dict(kwargs),
-        queue=queue,
-        expires=expires,
-        serializer="json",
-        headers=headers,
-    )
+    assert (message is not None) is task_messages.PREBUILT
+    if message is not None:
+        with app.producer_or_acquire() as producer:
+            message.send(producer, new_task_id(), dict(kwargs), headers=headers, expires=expires)
+    for _ in range(1 if message is not None else 2):
+        app.send_task(
+            TASK,
+            kwargs=dict(kwargs),
+            queue=queue,
+            expires=expires,
+            serializer="json",
+            headers=headers,
+        )
 
 
 ROUTES: dict[str, tuple[dict[str, Any], dict[str, Any], str | None, str]] = {
@@ -256,13 +281,14 @@ def test_the_kwargs_are_shown_as_celery_shows_them(
 
 
 def test_beat_publishes_an_occurrence_as_send_task_did(
-    make_app: AppFactory, redis_client: Redis, redis_prefix: str
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str, through: list[str]
 ) -> None:
     """Beat on the real broker, then ``send_task`` with what beat sent it with before."""
     app = make_app()
     at = beat_sends_one(app, timeout_ms=60_000)
     job = jobs_of(app).job(TASK)
     (sent,) = queued(redis_client, redis_prefix, "reports")
+    assert len(through) == (1 if task_messages.PREBUILT else 0)
     expires = datetime.fromisoformat(sent["headers"]["expires"])
 
     app.send_task(
@@ -281,12 +307,13 @@ def test_beat_publishes_an_occurrence_as_send_task_did(
 
 
 def test_the_relays_wake_up_is_the_one_send_task_sent(
-    make_app: AppFactory, redis_client: Redis, redis_prefix: str
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str, through: list[str]
 ) -> None:
     app = make_app()
     register(app)
 
     send_wakeup(app, TASK, "jobs", "job-1")
+    assert len(through) == (1 if task_messages.PREBUILT else 0)
     app.send_task(
         TASK,
         kwargs={"job_id": "job-1"},
@@ -339,6 +366,7 @@ def test_publish_signals_are_sent_as_send_task_sends_them(
     redis_client: Redis,
     redis_prefix: str,
     published: list[tuple[str, dict[str, Any]]],
+    through: list[str],
 ) -> None:
     app = make_app()
     register(app)
@@ -357,7 +385,7 @@ def test_publish_signals_are_sent_as_send_task_sends_them(
 
 
 def test_beat_sends_its_publish_signals(
-    make_app: AppFactory, published: list[tuple[str, dict[str, Any]]]
+    make_app: AppFactory, published: list[tuple[str, dict[str, Any]]], through: list[str]
 ) -> None:
     at = beat_sends_one(make_app())
 
@@ -368,7 +396,7 @@ def test_beat_sends_its_publish_signals(
 
 @pytest.mark.parametrize("jobs", [1, 3], ids=["alone", "in a batch"])
 def test_a_broker_that_cannot_be_reached_fails_as_send_task_fails(
-    make_app: AppFactory, closed_port_url: str, jobs: int
+    make_app: AppFactory, closed_port_url: str, jobs: int, through: list[str]
 ) -> None:
     """Each occurrence is recorded failed, with kombu's error, and its run state freed."""
     app = make_app(
@@ -393,7 +421,7 @@ def test_what_cannot_be_sent_alike_is_left_to_send_task(make_app: AppFactory) ->
     def by_function(name: str, args: Any, kwargs: Any, options: Any, task: Any = None) -> Any:
         return {"queue": "elsewhere"}
 
-    assert TaskMessage.of(make_app(), TASK, queue="reports") is not None
+    assert (TaskMessage.of(make_app(), TASK, queue="reports") is not None) is task_messages.PREBUILT
     assert TaskMessage.of(make_app(task_routes=[by_function]), TASK, queue="reports") is None
     assert TaskMessage.of(make_app(task_protocol=1), TASK, queue="reports") is None
     assert TaskMessage.of(make_app(task_send_sent_event=True), TASK, queue="reports") is None
@@ -403,7 +431,7 @@ def test_what_cannot_be_sent_alike_is_left_to_send_task(make_app: AppFactory) ->
 
 
 def test_a_wake_up_sent_within_a_running_task_carries_its_parent_as_send_task_does(
-    make_app: AppFactory, redis_client: Redis, redis_prefix: str
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str, through: list[str]
 ) -> None:
     app = make_app()
     register(app)
@@ -422,7 +450,7 @@ def test_a_wake_up_sent_within_a_running_task_carries_its_parent_as_send_task_do
 
 
 def test_a_change_of_routes_is_followed_as_send_task_follows_it(
-    make_app: AppFactory, redis_client: Redis, redis_prefix: str
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str, through: list[str]
 ) -> None:
     app = make_app()
     register(app)
@@ -490,7 +518,7 @@ def test_what_is_kept_to_send_an_app_s_messages_goes_with_the_app() -> None:
     """Kept on the app itself: an app dropped (a test's, a reloaded one) is freed, not held."""
     app = Celery(f"test-{uuid.uuid4().hex[:12]}", broker="memory://", set_as_current=False)
     register(app)
-    assert TaskMessage.of(app, TASK, queue="reports") is not None
+    assert (TaskMessage.of(app, TASK, queue="reports") is not None) is task_messages.PREBUILT
     send_wakeup(app, TASK, "jobs", "job-1")
     dropped = weakref.ref(app)
 
@@ -498,3 +526,22 @@ def test_what_is_kept_to_send_an_app_s_messages_goes_with_the_app() -> None:
     gc.collect()
 
     assert dropped() is None
+
+
+def test_the_message_is_prebuilt_on_the_celery_whose_send_task_it_copies() -> None:
+    """Told by the features that message needs, which came together in Celery 5.7: on 5.4 to
+    5.6 (the floors' run) every message goes through ``send_task``."""
+    assert task_messages.PREBUILT is (Version(celery.__version__) >= Version("5.7"))
+
+
+def test_switched_to_send_task_nothing_is_prebuilt(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one switch: every caller asks ``of`` or ``fits_here``, and both answer send_task."""
+    monkeypatch.setattr(task_messages, "PREBUILT", False)
+    app = make_app()
+    register(app)
+
+    assert TaskMessage.of(app, TASK, queue="reports") is None
+    assert TaskMessage.of(app, TASK, queue=None, expires_given=False, reprs_given=True) is None
+    assert TaskMessage.fits_here() is False

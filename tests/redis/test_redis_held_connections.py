@@ -7,11 +7,12 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import threading
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from redis import Redis
+from redis import ConnectionPool, Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -27,6 +28,13 @@ def client(redis_url: str) -> Iterator[Redis]:
     client = connect(redis_url)
     yield client
     client.close()
+
+
+def taken(pool: Any) -> Any:
+    """A connection of ``pool``, given the command's name redis-py wanted before 5.3."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # a name is deprecated from 5.3 on
+        return pool.get_connection("CLIENT")
 
 
 def client_id(connections: HeldConnections) -> int:
@@ -76,7 +84,7 @@ def test_a_thread_that_ends_gives_its_connection_back_to_the_pool(client: Redis)
     held = in_thread(connections)
     gc.collect()
 
-    reused = client.connection_pool.get_connection()
+    reused = taken(client.connection_pool)
     try:
         reused.send_command("CLIENT", "ID")
         assert int(reused.read_response()) == held
@@ -161,3 +169,26 @@ def test_a_single_connection_client_keeps_its_own_connection(redis_url: str) -> 
     assert client_id(connections) == client.client_id()
     assert in_thread(connections) == client.client_id()
     client.close()
+
+
+def test_a_pool_that_requires_the_command_name_is_given_it(
+    client: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py's pools before 5.3 give a connection only for a command's name (issue 18.8):
+    without it every script call raised ``TypeError``."""
+    real, names = ConnectionPool.get_connection, []
+
+    def get_connection(pool: Any, command_name: str, *keys: Any, **options: Any) -> Any:
+        names.append(command_name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return real(pool, command_name, *keys, **options)
+
+    monkeypatch.setattr(ConnectionPool, "get_connection", get_connection)
+    connections = HeldConnections(client)
+
+    held = client_id(connections)
+
+    assert names == ["CLIENT"]
+    assert client_id(connections) == held  # taken once, then held
+    assert names == ["CLIENT"]
