@@ -262,6 +262,7 @@ def test_a_thousand_jobs_all_succeed_once_at_a_time_while_the_worker_is_killed_t
     stored = [bg.store.find(job_id, tenant_id=None) for job_id in ids]
     retried = [job.attempts for job in stored if job is not None and job.attempts > 1]
     assert len(retried) <= 2 * 2, retried
+    print(f"\n{late} replies late by 1.5 s; {len(retried)} jobs ran again after a kill")
     relayed = [line for line in bg.records.read("published") if line["task"] == NOOP]
     assert relayed != []
     assert all(line["eta"] is None for line in relayed)
@@ -611,6 +612,7 @@ def test_a_worker_cut_off_from_the_store_stops_its_attempt_before_another_worker
     assert (first["attempt"], retry["attempt"], stopped["attempt"]) == (1, 2, 1)
     assert stopped["why"] == "JobInterruptedError", cut_off.output()
     assert stopped["at"] - retry["at"] < 0.5, "more than one heartbeat of overlap"
+    print(f"\nthe cut-off attempt stopped {retry['at'] - stopped['at']:.3f} s before the retry")
 
 
 def script_sha(name: str) -> bytes:
@@ -691,4 +693,5 @@ def test_the_jobs_a_killed_worker_had_prefetched_run_again_within_about_a_lease_
     finished_after = time.time() - killed_at
 
     assert finished_after < 60, finished_after  # a lease (30 s), its relay tick, the jobs' time
+    print(f"\nevery job of the killed worker succeeded {finished_after:.1f} s after the kill")
     assert overlapping(bg.records.read("runs"), [killed_at]) == []
