@@ -58,16 +58,13 @@ _FIELDS = (
 class CronFields:
     """What a cron expression matches, as sorted values and as search tables.
 
-    ``days_of_week`` uses 0 for Sunday (7 is folded onto it). ``pinned`` is False when the hour
-    field starts with ``*``: such a job follows elapsed time across a change of clocks, any other
-    follows the wall clock (see docs/schedules.md).
+    ``pinned`` is False when the hour field starts with ``*``: such a job follows elapsed time
+    across a change of clocks, any other follows the wall clock (see docs/schedules.md).
     """
 
     minutes: tuple[int, ...]
     hours: tuple[int, ...]
-    days_of_month: tuple[int, ...]
     months: tuple[int, ...]
-    days_of_week: tuple[int, ...]
     either_day: bool
     """Both day fields are restricted (neither starts with ``*``): a day matching either fits."""
     pinned: bool
@@ -77,12 +74,8 @@ class CronFields:
     """Bit ``m`` set for each matching month."""
     day_masks: tuple[int, ...]
     """Indexed by the weekday of the 1st of a month (0 is Sunday): bit ``d`` set for each day
-    ``d`` of such a month that the day fields accept, before the month's length is applied."""
-
-    def matches_day(self, day: int, weekday: int) -> bool:
-        """Whether day ``day`` of a matching month, a ``weekday`` (0 is Sunday), is accepted."""
-        first = (weekday - day + 1) % 7
-        return bool(self.day_masks[first] >> day & 1)
+    ``d`` of such a month that the day fields accept (7 in the day of the week is Sunday), before
+    the month's length is applied."""
 
 
 @lru_cache(maxsize=_KEPT)
@@ -127,9 +120,7 @@ def parse_cron(expression: str) -> CronFields:
     return CronFields(
         minutes=minutes,
         hours=hours,
-        days_of_month=days,
         months=months,
-        days_of_week=tuple(sorted(weekday_set)),
         either_day=either_day,
         pinned=not texts[1].startswith("*"),
         minutes_of_day=tuple(hour * 60 + minute for hour in hours for minute in minutes),

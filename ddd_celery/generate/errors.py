@@ -4,6 +4,7 @@ from __future__ import annotations
 
 FILE_EXISTS = "FILE_EXISTS"
 NO_PACKAGE = "NO_PACKAGE"
+NO_PROJECT = "NO_PROJECT"
 UNREADABLE_FILE = "UNREADABLE_FILE"
 
 
@@ -12,7 +13,7 @@ class GenerationRefusedError(ValueError):
 
     ``code`` is ``FILE_EXISTS`` (a file it would write is there with other content),
     ``NO_PACKAGE`` (the project's top package cannot be told), ``UNREADABLE_FILE`` (a file it
-    edits is not in the shape it writes) or ``NO_PROJECT``.
+    edits is not in the shape it writes) or ``NO_PROJECT`` (the project root is not a folder).
     """
 
     def __init__(self, message: str, *, code: str) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddd_celery.generate.errors import GenerationRefusedError
+from ddd_celery.generate.errors import NO_PACKAGE, NO_PROJECT, GenerationRefusedError
 from ddd_celery.generate.names import JobNames, check_package
 
 _NOT_THE_APPLICATION = frozenset({"tests", "test", "docs", "bench", "scripts", "examples"})
@@ -80,7 +80,7 @@ def find_layout(root: Path, package: str | None) -> Layout:
     root = root.resolve()
     if not root.is_dir():
         raise GenerationRefusedError(
-            f"the project root {root.name!r} is not a folder", code="NO_PROJECT"
+            f"the project root {root.name!r} is not a folder", code=NO_PROJECT
         )
     src = root / "src"
     if package is not None:
@@ -99,6 +99,6 @@ def find_layout(root: Path, package: str | None) -> Layout:
         seen = ", ".join(folder.name for folder in found) or "none"
         raise GenerationRefusedError(
             f"name the application's top package with --package (packages at the root: {seen})",
-            code="NO_PACKAGE",
+            code=NO_PACKAGE,
         )
     return Layout(root=root, source=found[0].parent, package=found[0].name)

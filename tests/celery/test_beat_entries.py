@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from celery.schedules import crontab, schedule, solar
+from cron_days import fits_day
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -326,7 +327,7 @@ def test_a_translated_crontab_fires_on_exactly_the_times_celery_reads_in_it(
     assert set(fields.months) == value.month_of_year
     for day, weekday in itertools.product(range(1, 32), range(7)):
         celery_fires = day in value.day_of_month and weekday in value.day_of_week
-        assert fields.matches_day(day, weekday) == celery_fires, (expression, day, weekday)
+        assert fits_day(fields, day, weekday) == celery_fires, (expression, day, weekday)
 
 
 # --- what cannot be translated ---------------------------------------------------------------

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import itertools
+from datetime import UTC, datetime
 
+import pytest
+from cron_days import fitting_days
+
+from ddd_celery import next_occurrence
 from ddd_celery.declarations import CronRule, DeclarationError, parse_job_schedule
 
 ALL_MINUTES = tuple(range(60))
@@ -37,9 +42,10 @@ def test_each_field_reads_stars_values_ranges_steps_lists_and_names(
     expression: str, expected: tuple[tuple[int, ...], ...]
 ) -> None:
     fields = CronRule(expression).fields
+    minutes, hours, days, months, weekdays = expected
 
-    read = (fields.minutes, fields.hours, fields.days_of_month, fields.months, fields.days_of_week)
-    assert read == expected
+    assert (fields.minutes, fields.hours, fields.months) == (minutes, hours, months)
+    assert fitting_days(fields) == set(itertools.product(days, weekdays))
 
 
 @pytest.mark.parametrize(
@@ -59,20 +65,27 @@ def test_a_day_fitting_either_day_field_fits_only_when_neither_starts_with_a_sta
     assert CronRule(expression).fields.either_day is either_day
 
 
-def test_the_13th_and_every_friday_both_fit_0_0_13_star_fri() -> None:
-    fields = CronRule("0 0 13 * fri").fields
+def fires_from(expression: str, after: datetime, count: int) -> list[datetime]:
+    schedule = parse_job_schedule({"cron": expression})
+    fired = []
+    for _ in range(count):
+        after = next_occurrence(schedule, after)
+        fired.append(after)
+    return fired
 
-    assert fields.matches_day(13, weekday=2)  # a Tuesday the 13th
-    assert fields.matches_day(6, weekday=5)  # Friday the 6th
-    assert not fields.matches_day(7, weekday=6)
+
+def test_the_13th_and_every_friday_both_fit_0_0_13_star_fri() -> None:
+    fired = fires_from("0 0 13 * fri", datetime(2026, 1, 1, tzinfo=UTC), 4)
+
+    # Friday the 2nd and the 9th, Tuesday the 13th, Friday the 16th
+    assert [t.day for t in fired] == [2, 9, 13, 16]
 
 
 def test_a_star_step_on_the_days_of_the_month_narrows_the_weekdays_instead() -> None:
-    fields = CronRule("0 0 */2 * fri").fields
+    fired = fires_from("0 0 */2 * fri", datetime(2026, 1, 1, tzinfo=UTC), 3)
 
-    assert fields.matches_day(3, weekday=5)  # an odd Friday
-    assert not fields.matches_day(4, weekday=5)
-    assert not fields.matches_day(3, weekday=4)
+    # the Fridays of odd days (*/2 is 1, 3, ... 31): not the 2nd, the 16th or the 30th
+    assert [(t.month, t.day) for t in fired] == [(1, 9), (1, 23), (2, 13)]
 
 
 @pytest.mark.parametrize(

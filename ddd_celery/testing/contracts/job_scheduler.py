@@ -1,4 +1,4 @@
-"""job_scheduler_contract: what every implementation of the JobScheduler port must do.
+"""The contract of the ``JobScheduler`` port: what every implementation of it must do.
 
 Subclass ``JobSchedulerContract`` in a test module, named ``Test...``, and give it a
 ``make_scheduler`` fixture returning a function that builds a ``SchedulerHarness`` on the
