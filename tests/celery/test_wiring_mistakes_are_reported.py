@@ -1,4 +1,4 @@
-"""What used to go wrong without a word now says so, with the fix in the message.
+"""A wiring mistake is reported, with the fix in the message, where it would be silent.
 
 Another library's beat scheduler is not replaced silently; a beat running another scheduler
 says at start that none of the jobs will run; a folder without ``__init__.py`` is not skipped
@@ -32,14 +32,14 @@ from ddd_celery.kernel import InMemoryLock, SystemClock
 DJANGO_CELERY_BEAT = "django_celery_beat.schedulers:DatabaseScheduler"
 
 
-@scheduled("surprises.tick", every="15m")
+@scheduled("wiring.tick", every="15m")
 class TickJob:
     def run(self, execution: JobExecution) -> None:
         return None
 
 
 def an_app(**settings: object) -> Celery:
-    app = Celery(f"surprises-{uuid.uuid4().hex[:12]}", broker="memory://", set_as_current=False)
+    app = Celery(f"wiring-{uuid.uuid4().hex[:12]}", broker="memory://", set_as_current=False)
     app.conf.update(settings)
     return app
 

@@ -1,8 +1,8 @@
-"""What a hostile review fed the declarations and settings: refused early, with a clear error.
-
-Each value here used to pass and then fail later (an ``OverflowError`` in ``jobs list``, a
-store refusing a time to live, a bare ``ValueError`` without the job's name, an
-``AttributeError``): it is now refused where it is written, naming the job.
+"""A declaration, a setting or an argument out of its bounds or of the wrong type is refused
+where it is written, with an error naming the job or saying what was expected
+(``DeclarationError``, ``InvalidJobSettingsError``, ``TypeError``): not later, as an
+``OverflowError`` in ``jobs list``, a store refusing a time to live, a bare ``ValueError`` or an
+``AttributeError``.
 """
 
 from __future__ import annotations
