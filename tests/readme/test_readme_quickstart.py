@@ -3,7 +3,9 @@
 Its code blocks are read from README.md itself, so the page and what is proven cannot drift:
 the shell block that makes the packages runs in bash, each block whose first line names a file
 (``# app.py``) becomes that file, and the ``celery -A app jobs`` commands it shows run in
-processes of their own. Then the spec it shows runs under pytest.
+processes of their own. Then the spec it shows runs under pytest, by the command step 7 shows.
+All of it runs in a new virtualenv where the wheel is installed with the extras step 7 names
+(``installed``, in conftest.py), so a package the steps need and no extra brings fails here.
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from redis import Redis
+
+if TYPE_CHECKING:
+    from tests.readme.conftest import Installed
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "## A first job in five minutes"
@@ -56,6 +61,21 @@ def jobs_commands(blocks: list[Block]) -> list[list[str]]:
     ]
 
 
+def shell_lines(blocks: list[Block]) -> list[str]:
+    return [
+        line.split("  #")[0].strip()
+        for block in blocks
+        if block.lang == "bash"
+        for line in block.body.splitlines()
+    ]
+
+
+def spec_command(blocks: list[Block]) -> list[str]:
+    """The line of step 7 that runs the specs."""
+    (line,) = (line for line in shell_lines(blocks) if line.startswith("python -m pytest"))
+    return line.split()
+
+
 def test_every_code_block_of_the_quickstart_is_a_file_or_a_command() -> None:
     blocks = quickstart_blocks()
 
@@ -70,6 +90,15 @@ def test_every_code_block_of_the_quickstart_is_a_file_or_a_command() -> None:
         "test_jobs.py",
     ]
     assert [command[4] for command in jobs_commands(blocks)] == ["list", "run-now", "next"]
+    assert 'pip install -e "path/to/ddd_celery[celery,test]"' in shell_lines(blocks)
+    assert spec_command(blocks)[:3] == ["python", "-m", "pytest"]
+
+
+def test_the_quickstart_pytest_ini_sets_what_pytest_asyncio_warns_about() -> None:
+    (ini,) = (block for block in quickstart_blocks() if block.path == "pytest.ini")
+
+    assert "asyncio_mode = auto" in ini.body
+    assert "asyncio_default_fixture_loop_scope = function" in ini.body
 
 
 @pytest.fixture
@@ -95,10 +124,13 @@ def newcomer(tmp_path: Path, redis_url: str) -> Iterator[Path]:
     client.close()
 
 
-def run(directory: Path, *command: str) -> subprocess.CompletedProcess[str]:
+def run(installed: Installed, directory: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    """``python -m <command>`` in the newcomer's venv, as its activated shell would run it."""
     environ = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    environ["PATH"] = os.pathsep.join([str(installed.bin), environ.get("PATH", "")])
+    environ.pop("VIRTUAL_ENV", None)
     return subprocess.run(
-        [sys.executable, "-m", *command],
+        [installed.bin / "python", "-m", *command],
         cwd=directory,
         env=environ,
         capture_output=True,
@@ -109,11 +141,15 @@ def run(directory: Path, *command: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.processes
-def test_the_quickstart_followed_literally_lists_runs_and_tests_the_job(newcomer: Path) -> None:
-    commands = jobs_commands(quickstart_blocks())
+def test_the_quickstart_followed_literally_lists_runs_and_tests_the_job(
+    newcomer: Path, installed: Installed
+) -> None:
+    blocks = quickstart_blocks()
 
-    listed, ran, upcoming = (run(newcomer, *command) for command in commands)
-    spec = run(newcomer, "pytest", "-q", "-p", "no:cacheprovider", "test_jobs.py")
+    listed, ran, upcoming = (
+        run(installed, newcomer, *command) for command in jobs_commands(blocks)
+    )
+    spec = run(installed, newcomer, *spec_command(blocks)[2:])
 
     assert listed.returncode == 0, listed.stderr
     assert f"{JOB}  cron 0 7 * * 1-5 (Europe/Paris)" in listed.stdout
@@ -124,3 +160,4 @@ def test_the_quickstart_followed_literally_lists_runs_and_tests_the_job(newcomer
     assert "07:00:00+0" in upcoming.stdout
     assert spec.returncode == 0, spec.stdout + spec.stderr
     assert "2 passed" in spec.stdout
+    assert "warning" not in (spec.stdout + spec.stderr).lower(), spec.stdout
