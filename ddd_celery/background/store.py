@@ -42,6 +42,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from ddd_celery.kernel.errors import DddCeleryError
+
 JsonValue = Any
 """A value ``json.dumps`` writes and ``json.loads`` gives back unchanged."""
 
@@ -198,7 +200,7 @@ def dropped_of(answer: Sequence[object]) -> int:
     return answer.dropped if isinstance(answer, Batch) else 0
 
 
-class LostLeaseError(RuntimeError):
+class LostLeaseError(DddCeleryError, RuntimeError):
     """A report named a lease that is no longer the job's: the store changed nothing."""
 
 
@@ -221,8 +223,10 @@ class JobStore(ABC):
 
         None for a store whose clock is the caller's (memory, SQLite): the default. A driver
         measures its offset to this clock and passes store time as every ``now``, so due times
-        and leases are judged on one clock whatever the skew between processes. Raises like any
-        call when the store cannot be asked.
+        and leases are judged on one clock whatever the skew between processes.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
         return None
 
@@ -234,6 +238,10 @@ class JobStore(ABC):
         that job's id is returned. ``dispatched`` says the caller publishes its wake-up now (a
         job due at once): the relay then leaves it alone unless no worker claims it within its
         ``redispatch_after_ms``. A job not dispatched (delayed) waits for the relay.
+
+        Raises:
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
@@ -251,6 +259,10 @@ class JobStore(ABC):
         call, so its own retries send the same. A claim repeated with the token of the lease the
         job is running under answers that lease again (the same attempt, not counted again),
         its expiry moved to ``now + lease_ms``: a claim whose reply was lost is not lost.
+
+        Raises:
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
@@ -269,6 +281,10 @@ class JobStore(ABC):
         gets the lease token ``f"{token}:{i}"``. Repeated with the same token, it answers again
         the jobs that call claimed and still run under those leases (expiries moved to
         ``now + lease_ms``), and claims nothing more.
+
+        Raises:
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
@@ -277,6 +293,11 @@ class JobStore(ABC):
 
         The lease returned and the one claimed name the same attempt (same token): a report may
         name either. Sent twice, the second extends it again.
+
+        Raises:
+            LostLeaseError: ``lease`` is no longer the job's; nothing changed.
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
@@ -291,15 +312,22 @@ class JobStore(ABC):
     ) -> None:
         """Save the attempt's progress and/or checkpoint (each only when its ``set_`` is True).
 
-        ``LostLeaseError`` when ``lease`` is not the job's.
+        Raises:
+            LostLeaseError: ``lease`` is no longer the job's; nothing changed.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
     def complete(self, lease: JobLease, *, now: datetime) -> None:
         """The attempt succeeded: the job is ``succeeded``, its ``last_error_*`` cleared.
 
-        ``LostLeaseError`` as above; repeated by the attempt that completed it, no error and no
-        change (the same holds for ``fail`` and ``release``: a report sent twice is one).
+        Repeated by the attempt that completed it, no error and no change (the same holds for
+        ``fail`` and ``release``: a report sent twice is one).
+
+        Raises:
+            LostLeaseError: ``lease`` is no longer the job's; nothing changed.
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
@@ -316,12 +344,22 @@ class JobStore(ABC):
 
         The decision is the core's (``rules.after_failure``); the store applies it. A job to
         retry is not dispatched: the relay publishes it once ``retry_at`` comes.
-        ``LostLeaseError`` as above.
+
+        Raises:
+            LostLeaseError: ``lease`` is no longer the job's; nothing changed.
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
     def release(self, lease: JobLease, *, now: datetime) -> None:
-        """Give the job back, queued and due now, its attempt not counted (a worker stopping)."""
+        """Give the job back, queued and due now, its attempt not counted (a worker stopping).
+
+        Raises:
+            LostLeaseError: ``lease`` is no longer the job's; nothing changed.
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
+        """
 
     @abstractmethod
     def cancel(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
@@ -331,6 +369,11 @@ class JobStore(ABC):
         or finished otherwise (succeeded, dead). ``tenant_id`` None reaches every job;
         otherwise only that tenant's; ``""`` raises ``ValueError``. A running job's lease is
         then lost: its worker's next report gets ``LostLeaseError`` and aborts it.
+
+        Raises:
+            ValueError: ``tenant_id`` is the empty text.
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
@@ -338,6 +381,10 @@ class JobStore(ABC):
         """The job, or None when unknown or another tenant's (``tenant_id`` None: any).
 
         ``tenant_id=""`` raises ``ValueError``: no tenant is named by the empty text.
+
+        Raises:
+            ValueError: ``tenant_id`` is the empty text.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
@@ -346,6 +393,11 @@ class JobStore(ABC):
 
         The job is not dispatched: the relay publishes it (or the caller, through the queue).
         ``tenant_id`` as for ``cancel``.
+
+        Raises:
+            ValueError: ``tenant_id`` is the empty text.
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
@@ -355,15 +407,28 @@ class JobStore(ABC):
         """Jobs of ``status`` (any when None), most recently enqueued first: for operators.
 
         ``tenant_id`` as for ``cancel``.
+
+        Raises:
+            ValueError: ``tenant_id`` is the empty text.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
     def purge_finished(self, *, before: datetime) -> int:
-        """Delete the succeeded, dead and cancelled jobs finished before ``before``; how many."""
+        """Delete the succeeded, dead and cancelled jobs finished before ``before``; how many.
+
+        Raises:
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
+        """
 
     @abstractmethod
     def stats(self) -> JobStats:
-        """Counts per queue and status."""
+        """Counts per queue and status.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
+        """
 
     @abstractmethod
     def take_due(
@@ -388,6 +453,10 @@ class JobStore(ABC):
         same token (a reply lost), it answers the same dispatches again and takes no more. A
         relay draining a backlog calls again with another token. May return a ``Batch``
         (``dropped``: stale index entries skipped).
+
+        Raises:
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
@@ -398,4 +467,8 @@ class JobStore(ABC):
         exhausted, its error code ``JOB_INTERRUPTED``; returned as they are now. A lease
         expired is concluded: that attempt's later reports get ``LostLeaseError``. May return a
         ``Batch`` (``dropped``: stale index entries skipped).
+
+        Raises:
+            ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """

@@ -21,21 +21,28 @@ class JobCheckpoints(ABC):
     def read(self, job: str) -> datetime | None:
         """The last occurrence handled for ``job`` (aware UTC), or None if never written.
 
-        Raises when the store cannot be asked.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
     def write(self, job: str, handled: datetime) -> None:
         """Record ``handled`` unless a later instant is already recorded.
 
-        Raises ``ValueError`` for a naive instant; raises when the store cannot be asked.
+        Raises:
+            ValueError: ``handled`` is naive; nothing is written.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     def read_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
         """``read`` of each job, keyed by name: what beat's start and ``jobs list`` need.
 
         A store that can answers in one round trip per batch rather than one per job; this
-        default asks ``read`` job by job. Raises when the store cannot be asked.
+        default asks ``read`` job by job.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
         return {job: self.read(job) for job in jobs}
 

@@ -29,22 +29,28 @@ class JobLastRuns(ABC):
     def write(self, run: JobRun) -> None:
         """Keep ``run`` unless a later occurrence of its job is kept.
 
-        Raises ``ValueError`` for a record with a naive instant, writing nothing; raises when
-        the store cannot be asked.
+        Raises:
+            ValueError: an instant of ``run`` is naive; nothing is written.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
     def read(self, job: str) -> JobRun | None:
         """The record of the latest occurrence of ``job`` (instants aware UTC), or None.
 
-        Raises when the store cannot be asked.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     def read_many(self, jobs: Iterable[str]) -> dict[str, JobRun | None]:
         """``read`` of each job, keyed by name: what ``jobs list`` needs.
 
         A store that can answers in one round trip per batch rather than one per job; this
-        default asks ``read`` job by job. Raises when the store cannot be asked.
+        default asks ``read`` job by job.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
         return {job: self.read(job) for job in jobs}
 

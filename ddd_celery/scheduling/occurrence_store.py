@@ -111,7 +111,9 @@ class OccurrenceStore(ABC):
         As ``drop_queued`` then ``finish``. Where the occurrence asks a lock, only once its
         lease is known to be this caller's (a store that draws the token before asking also
         checks the lock still holds it), so a claim that may be another beat's is never ended.
-        Raises when the store cannot be asked.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod

@@ -49,7 +49,11 @@ class JobRunState(ABC):
         A queued occurrence keeps its place until ``finish`` promotes it or ``drop_queued``
         removes it. A claim of the occurrence in progress or queued answers as the claim that
         made it (only the holder of an occurrence's lock claims it, so it is that claim sent
-        again after its reply was lost). Raises when the store cannot be asked.
+        again after its reply was lost).
+
+        Raises:
+            ValueError: ``scheduled_at`` is naive or ``ttl_ms`` not positive; nothing is claimed.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
@@ -58,21 +62,36 @@ class JobRunState(ABC):
 
         The promoted occurrence becomes the run in progress for ``ttl_ms``. Finishing a run that
         is no longer the one in progress (it expired) changes nothing and returns None.
+
+        Raises:
+            ValueError: ``scheduled_at`` is naive or ``ttl_ms`` not positive; the run is not ended.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
     def drop_queued(self, job: str) -> datetime | None:
-        """Remove and return the queued occurrence (a scheduler stopping), or None."""
+        """Remove and return the queued occurrence (a scheduler stopping), or None.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
+        """
 
     @abstractmethod
     def running(self, job: str) -> datetime | None:
-        """The occurrence whose run is in progress, or None."""
+        """The occurrence whose run is in progress, or None.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
+        """
 
     def running_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
         """``running`` of each job, keyed by name: what ``jobs list`` needs.
 
         A store that can answers in one round trip per batch rather than one per job; this
-        default asks ``running`` job by job. Raises when the store cannot be asked.
+        default asks ``running`` job by job.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
         return {job: self.running(job) for job in jobs}
 
