@@ -52,8 +52,11 @@ class JobQueue(ABC):
 
         Due now, after ``delay_ms``, or at the aware instant ``run_at`` (not both). The same
         ``idempotency_key`` in the same tenant returns the first job's id and adds nothing.
-        Raises ``ValueError`` (``InvalidEnqueueError``) for a payload the job's type refuses or
-        JSON cannot carry, naming the field, and ``LookupError`` for an unknown job.
+
+        Raises:
+            ValueError: ``InvalidEnqueueError``, naming the field: the job's type refuses the
+                payload or JSON cannot carry it.
+            LookupError: ``job`` is not a known background job.
         """
 
     @abstractmethod

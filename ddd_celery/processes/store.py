@@ -67,8 +67,10 @@ class ProcessStore(ABC):
         racing ``for_update`` load waits and then reads what this unit saved. A store that cannot
         hold it ignores the flag; the version check of ``save`` decides all the same.
 
-        Raises ``ValueError`` for a key ``check_key`` refuses, ``CorruptProcessStateError`` when
-        what is stored no longer parses, ``ConnectionError`` when the store cannot be reached.
+        Raises:
+            ValueError: ``check_key`` refuses the key.
+            CorruptProcessStateError: what is stored no longer parses.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
@@ -76,10 +78,12 @@ class ProcessStore(ABC):
         """Save ``instance`` (at version ``expected_version + 1``) if the instance of its tenant is
         still at ``expected_version`` (0: it does not exist yet).
 
-        Raises ``StaleProcessVersionError`` when it is not, changing nothing; ``ValueError`` when
-        ``instance.version`` is not ``expected_version + 1``, its key is refused by ``check_key``,
-        or the state or timeouts are not JSON; ``ConnectionError`` when the store cannot be
-        reached.
+        Raises:
+            StaleProcessVersionError: the stored instance is not at ``expected_version``; nothing
+                changed.
+            ValueError: ``instance.version`` is not ``expected_version + 1``, ``check_key``
+                refuses its key, or its state or timeouts are not JSON.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
 
