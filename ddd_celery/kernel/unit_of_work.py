@@ -29,7 +29,13 @@ class UnitOfWork(ABC):
     @abstractmethod
     @contextmanager
     def begin(self) -> Iterator[None]:
-        """Open a unit of work (or join the one in progress) until the block ends."""
+        """Open a unit of work (or join the one in progress) until the block ends.
+
+        Raises:
+            Exception: what the block raised, once the unit is rolled back; or, the unit
+                committed, the first error an ``after_commit`` action raised, once the others
+                ran (the commit stands).
+        """
 
     @abstractmethod
     def in_progress(self) -> bool:
@@ -37,7 +43,11 @@ class UnitOfWork(ABC):
 
     @abstractmethod
     def after_commit(self, action: AfterCommit) -> None:
-        """Run ``action`` after the unit of work in progress commits; now when none is."""
+        """Run ``action`` after the unit of work in progress commits; now when none is.
+
+        Raises:
+            Exception: what ``action`` raised, when it ran now (no unit of work in progress).
+        """
 
 
 class InMemoryUnitOfWork(UnitOfWork):
