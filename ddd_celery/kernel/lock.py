@@ -36,15 +36,20 @@ class Lock(ABC):
         """Take ``key`` for ``ttl_ms`` milliseconds.
 
         Returns the lease, or None when another owner holds the key. Never blocks waiting for
-        the key. Raises ``LockUnavailableError`` (with the driver's error as ``__cause__``) when
-        the store cannot be asked.
+        the key.
+
+        Raises:
+            ValueError: ``ttl_ms`` is not positive; the key is not taken.
+            LockUnavailableError: the store cannot be asked (a ``ConnectionError``, the driver's
+                error as its ``__cause__``).
         """
 
     @abstractmethod
     def release(self, lease: Lease) -> bool:
         """Free the key if ``lease`` still owns it; False when it expired or another owner took it.
 
-        Raises ``LockUnavailableError`` when the store cannot be asked.
+        Raises:
+            LockUnavailableError: the store cannot be asked (a ``ConnectionError``).
         """
 
 
