@@ -54,18 +54,29 @@ class JobQueue(ABC):
         ``idempotency_key`` in the same tenant returns the first job's id and adds nothing.
 
         Raises:
-            ValueError: ``InvalidEnqueueError``, naming the field: the job's type refuses the
-                payload or JSON cannot carry it.
+            ValueError: ``InvalidEnqueueError``, naming the field: a payload the job's type
+                refuses, JSON cannot carry or a store cannot keep, or a ``delay_ms`` or
+                ``run_at`` that cannot be (both, naive, out of range).
             LookupError: ``job`` is not a known background job.
+            ConnectionError: the store cannot be asked when the job is added now (outside a unit
+                of work, or on a store that writes in it); an add after the commit that fails
+                raises ``JobNotAddedAfterCommitError`` from the end of the unit of work instead.
         """
 
     @abstractmethod
     def find(self, job_id: str) -> BackgroundJobView | None:
-        """The job, or None when unknown or another tenant's."""
+        """The job, or None when unknown or another tenant's.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
+        """
 
     @abstractmethod
     def cancel(self, job_id: str) -> bool:
         """Cancel a queued, failed or running job; True when it was one and is now cancelled.
 
         A running job's signal is aborted on the worker that runs it.
+
+        Raises:
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
