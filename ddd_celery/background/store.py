@@ -261,7 +261,7 @@ class JobStore(ABC):
         its expiry moved to ``now + lease_ms``: a claim whose reply was lost is not lost.
 
         Raises:
-            ValueError: an instant given is naive.
+            ValueError: an instant given is naive, or ``lease_ms`` is not positive.
             ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
@@ -283,7 +283,7 @@ class JobStore(ABC):
         ``now + lease_ms``), and claims nothing more.
 
         Raises:
-            ValueError: an instant given is naive.
+            ValueError: an instant given is naive, or ``lease_ms`` is not positive.
             ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
@@ -296,7 +296,7 @@ class JobStore(ABC):
 
         Raises:
             LostLeaseError: ``lease`` is no longer the job's; nothing changed.
-            ValueError: an instant given is naive.
+            ValueError: an instant given is naive, or ``lease_ms`` is not positive.
             ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
