@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from ddd_celery.background.errors import JOB_INTERRUPTED
-from ddd_celery.background.rules import keyed_job_id
+from ddd_celery.background.rules import MOVES, JobEvent, keyed_job_id
 from ddd_celery.background.store import (
     ClaimedJob,
     EnqueuedBy,
@@ -37,6 +37,21 @@ from ddd_celery.kernel.unit_of_work import UnitOfWork
 JOB = "billing.compile-statements"
 LEASE_MS = 30_000
 REDISPATCH_MS = 60_000
+FIRST_EXPIRY = "expire_leases with attempts left"
+LAST_EXPIRY = "expire_leases with none left"
+OPERATIONS = {
+    "claim_job": JobEvent.CLAIM,
+    "claim_due": JobEvent.CLAIM,
+    "complete": JobEvent.COMPLETE,
+    "fail with a retry": JobEvent.RETRY,
+    FIRST_EXPIRY: JobEvent.RETRY,
+    "fail for the last time": JobEvent.DIE,
+    LAST_EXPIRY: JobEvent.DIE,
+    "release": JobEvent.RELEASE,
+    "cancel": JobEvent.CANCEL,
+    "retry_dead": JobEvent.RETRY_DEAD,
+}
+"""Each call of the port that applies an event of ``rules.MOVES``, and that event."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1293,6 +1308,96 @@ class JobStoreContract:
             assert kept == ids
             found = [subject.store.find(job_id, tenant_id=None) for job_id in ids]
             assert [_tenant_and_key(job) for job in found] == [first, second]
+
+    # -- the lifecycle table, move by move ------------------------------------------------
+
+    @pytest.mark.parametrize(
+        ("status", "operation"),
+        [(status, operation) for status in JobStatus for operation in OPERATIONS],
+        ids=[f"{status}-{operation}" for status in JobStatus for operation in OPERATIONS],
+    )
+    def test_every_move_of_the_table_is_made_and_every_other_changes_nothing(
+        self, job_store_subject: JobStoreSubject, status: JobStatus, operation: str
+    ) -> None:
+        """``rules.MOVES`` decides on every store, whatever code each re-derives it in.
+
+        A job is put in ``status`` through the port, then ``operation`` applied to it: a pair
+        of the table lands where the table says and the store says it did; any other pair is
+        refused and leaves the job as it was, even with the lease of its last attempt.
+        """
+        subject = job_store_subject
+        event = OPERATIONS[operation]
+        lease = self._place(subject, status, max_attempts=1 if operation == LAST_EXPIRY else 3)
+        before = subject.store.find(lease.job_id, tenant_id=None)
+        assert before is not None
+        assert before.status is status
+
+        accepted = self._operate(subject, operation, lease)
+
+        after = subject.peer.find(lease.job_id, tenant_id=None)
+        assert after is not None
+        target = MOVES.get((status, event))
+        if target is not None:
+            assert accepted is not False, f"{operation} refused a move of the table"
+            assert after.status is target
+        else:
+            if event is JobEvent.CANCEL:  # True when the job is cancelled after the call
+                assert accepted is (status is JobStatus.CANCELLED)
+            else:
+                assert accepted is not True, f"{operation} said it moved a {status} job"
+            assert after == before, f"a {status} job changed on {operation}"
+
+    def _place(self, subject: JobStoreSubject, status: JobStatus, *, max_attempts: int) -> JobLease:
+        """A job in ``status``, reached through the port; the lease of its last attempt (a lease
+        it never had when it was never claimed)."""
+        job_id = f"job-{status}"
+        self.add(subject, new_job(subject, job_id, max_attempts=max_attempts))
+        never = JobLease(job_id, 1, "never-its-lease", ms(subject, LEASE_MS))
+        if status is JobStatus.QUEUED:
+            return never
+        lease = self.claim(subject, job_id, at_ms=1_000).lease
+        store, now = subject.store, ms(subject, 2_000)
+        if status is JobStatus.SUCCEEDED:
+            store.complete(lease, now=now)
+        elif status is JobStatus.FAILED:
+            retry_at = ms(subject, 3_000)
+            store.fail(lease, now=now, error_code="X", error_type="E", retry_at=retry_at)
+        elif status is JobStatus.DEAD:
+            store.fail(lease, now=now, error_code="X", error_type="E", retry_at=None)
+        elif status is JobStatus.CANCELLED:
+            assert store.cancel(job_id, tenant_id=None, now=now)
+        return lease
+
+    def _operate(self, subject: JobStoreSubject, operation: str, lease: JobLease) -> bool | None:
+        """Apply ``operation`` at 10 s (40 s for an expiry, past the lease): whether the store
+        says it applied it; None when its answer does not tell (a report that returned, which
+        may be one repeated)."""
+        store, job_id = subject.store, lease.job_id
+        now = ms(subject, 40_000 if operation in (FIRST_EXPIRY, LAST_EXPIRY) else 10_000)
+        if operation == "claim_job":
+            return store.claim_job(job_id, now=now, lease_ms=LEASE_MS) is not None
+        if operation == "claim_due":
+            claimed = store.claim_due(["billing"], now=now, lease_ms=LEASE_MS, limit=10)
+            return [claim.job.id for claim in claimed] == [job_id]
+        if operation in (FIRST_EXPIRY, LAST_EXPIRY):
+            return [job.id for job in store.expire_leases(now=now, limit=10)] == [job_id]
+        if operation in ("cancel", "retry_dead"):
+            decide = store.cancel if operation == "cancel" else store.retry_dead
+            if subject.unit_of_work is None:
+                return decide(job_id, tenant_id=None, now=now)
+            with subject.unit_of_work.begin():
+                return decide(job_id, tenant_id=None, now=now)
+        try:
+            if operation == "complete":
+                store.complete(lease, now=now)
+            elif operation == "release":
+                store.release(lease, now=now)
+            else:
+                retry_at = ms(subject, 20_000) if operation == "fail with a retry" else None
+                store.fail(lease, now=now, error_code="X", error_type="E", retry_at=retry_at)
+        except LostLeaseError:
+            return False
+        return None
 
     def _end(self, store: JobStore, lease: JobLease, report: str, now: datetime) -> None:
         if report == "complete":
