@@ -4,6 +4,11 @@ Fixtures for specs about time: ``fixed_clock`` (at ``DEFAULT_INSTANT``, or at th
 ``@pytest.mark.fixed_clock("2026-03-02T09:58:30Z")``), ``in_memory_lock``,
 ``fixed_execution_scope``, ``sequential_ids``, and ``manual_scheduler`` built on them. The
 scheduler is returned unstarted: the spec registers its jobs, then ``await start()``.
+
+For background jobs, on the same clock, scope and ids: ``in_memory_job_store``,
+``stored_job_queue`` (enqueues into that store), ``manual_job_timers`` and ``queue_worker``
+(polls that store on those timers: the spec registers its jobs, ``await start()``, then moves
+time with ``await manual_job_timers.advance(ms)``; nothing sleeps).
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from ddd_celery.kernel.lock import InMemoryLock
 from ddd_celery.kernel.scope import FixedExecutionScope
 
 if TYPE_CHECKING:
-    from ddd_celery.testing.manual import ManualJobScheduler
+    from ddd_celery.background import InMemoryJobStore, QueueWorker, StoredJobQueue
+    from ddd_celery.testing.manual import ManualJobScheduler, ManualJobTimers
 
 DEFAULT_INSTANT = datetime(2026, 3, 2, tzinfo=UTC)
 """Where ``fixed_clock`` starts without a marker: a Monday, midnight UTC."""
@@ -81,4 +87,61 @@ def manual_scheduler(
         lock=in_memory_lock,
         scope=fixed_execution_scope,
         ids=sequential_ids,
+    )
+
+
+# the background fixtures import ddd_celery.background when a spec asks for them, for the
+# same reason as manual_scheduler
+
+
+@pytest.fixture
+def in_memory_job_store() -> InMemoryJobStore:
+    """An empty job store of the spec's own, written at once (in no unit of work)."""
+    from ddd_celery.background import InMemoryJobStore  # noqa: PLC0415
+
+    return InMemoryJobStore()
+
+
+@pytest.fixture
+def stored_job_queue(
+    in_memory_job_store: InMemoryJobStore,
+    fixed_clock: FixedClock,
+    sequential_ids: SequentialIdGenerator,
+    fixed_execution_scope: FixedExecutionScope,
+) -> StoredJobQueue:
+    """The ``JobQueue`` a use case enqueues through, into ``in_memory_job_store``: the job's
+    ids are ``sequential_ids``', its ``run_at`` read on ``fixed_clock``."""
+    from ddd_celery.background import StoredJobQueue  # noqa: PLC0415
+
+    return StoredJobQueue(
+        store=in_memory_job_store,
+        clock=fixed_clock,
+        ids=sequential_ids,
+        scope=fixed_execution_scope,
+    )
+
+
+@pytest.fixture
+def manual_job_timers(fixed_clock: FixedClock) -> ManualJobTimers:
+    """Timers that fire only when the spec advances them, moving ``fixed_clock``."""
+    from ddd_celery.testing.manual import ManualJobTimers  # noqa: PLC0415
+
+    return ManualJobTimers(fixed_clock)
+
+
+@pytest.fixture
+def queue_worker(
+    in_memory_job_store: InMemoryJobStore,
+    fixed_clock: FixedClock,
+    fixed_execution_scope: FixedExecutionScope,
+    manual_job_timers: ManualJobTimers,
+) -> QueueWorker:
+    """A ``QueueWorker`` polling ``in_memory_job_store`` on ``manual_job_timers``, not started."""
+    from ddd_celery.background import QueueWorker  # noqa: PLC0415
+
+    return QueueWorker(
+        store=in_memory_job_store,
+        clock=fixed_clock,
+        scope=fixed_execution_scope,
+        timers=manual_job_timers,
     )
