@@ -1,9 +1,11 @@
 """Run the samples of one page, in order, in the current folder: ``python run_page.py PAGE``.
 
-Snippets share one namespace, as a reader who pastes them one after another does; a file
-sample is written and imported, and its names join that namespace. Top-level ``await`` runs on
-one event loop for the whole page. The first sample that raises ends the run, exit code 1,
-naming the page and the line of the sample.
+Each snippet runs in a namespace of its own, as a reader who copies that one sample runs it: it
+imports what it uses, from the libraries or from the reader's files the page shows, unless its
+first line says it continues the sample above (then it runs in that one's names). A file
+sample is written at its path and imported; a shell sample runs in bash, here. Top-level
+``await`` runs on one event loop for the whole page. The first sample that raises ends the run,
+exit code 1, naming the page and the line of the sample.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import ast
 import asyncio
 import importlib
 import inspect
+import os
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -24,14 +28,18 @@ def main(page_path: str) -> int:
     page = extract(Path(page_path))
     here = Path.cwd()
     sys.path.insert(0, str(here))
-    namespace: dict[str, Any] = {"__name__": "__sample__"}
+    # the commands a shell sample types are the ones installed beside this interpreter
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    namespace: dict[str, Any] = {}
     loop = asyncio.new_event_loop()
     try:
         for sample in page.samples:
             where = f"{Path(page_path).name}:{sample.line}"
             try:
-                if sample.path is not None:
-                    namespace.update(_public(_import_file(here, sample.path, sample.code)))
+                if sample.shell:
+                    subprocess.run(["bash", "-euc", sample.code], check=True, timeout=120)
+                elif sample.path is not None:
+                    _import_file(here, sample.path, sample.code)
                 else:
                     code = compile(
                         sample.code,
@@ -40,6 +48,8 @@ def main(page_path: str) -> int:
                         flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
                         dont_inherit=True,  # a sample is a file of its own: no __future__ of ours
                     )
+                    if not sample.continues:
+                        namespace = {"__name__": "__sample__"}
                     result = eval(code, namespace)
                     if inspect.iscoroutine(result):
                         loop.run_until_complete(result)
@@ -64,10 +74,6 @@ def _import_file(here: Path, path: str, code: str) -> Any:
     target.write_text(code, encoding="utf-8")
     importlib.invalidate_caches()
     return importlib.import_module(path.removesuffix(".py").replace("/", "."))
-
-
-def _public(module: Any) -> dict[str, Any]:
-    return {key: value for key, value in vars(module).items() if not key.startswith("_")}
 
 
 if __name__ == "__main__":

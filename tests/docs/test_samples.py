@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis
 
-from tests.docs.samples import SampleMarkerError, extract
+from tests.docs.samples import SampleMarkerError, SampleSetupError, extract
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -132,7 +132,7 @@ def test_a_sample_marked_not_to_run_without_a_reason_is_refused(
 
 def test_a_failing_sample_fails_its_page_naming_the_line(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
-    page.write_text("```python\nx = 1\n```\n\n```python\nassert x == 2\n```\n")
+    page.write_text("```python\nx = 1\n```\n\n```python\nx = 1\nassert x == 2\n```\n")
 
     done = subprocess.run(
         [sys.executable, str(HERE / "run_page.py"), str(page)],
@@ -148,24 +148,104 @@ def test_a_failing_sample_fails_its_page_naming_the_line(tmp_path: Path) -> None
     assert "AssertionError" in done.stderr
 
 
-def test_samples_share_a_namespace_files_are_imported_and_await_runs(tmp_path: Path) -> None:
-    page = tmp_path / "page.md"
-    page.write_text(
-        "<!-- sample-setup\nBASE = 40\n-->\n\n"
-        "```python\n# shop/values.py\nVALUE = 41\n```\n\n"
-        "```python\nimport asyncio\n\nawait asyncio.sleep(0)\n"
-        "answer = VALUE + 1\nassert BASE == 40\n```\n\n"
-        "```python\nfrom shop.values import VALUE as again\nassert answer == again + 1\n```\n"
-    )
-
-    done = subprocess.run(
+def run_page(page: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, str(HERE / "run_page.py"), str(page)],
-        cwd=tmp_path,
+        cwd=page.parent,
         env={**os.environ, "PYTHONPATH": str(HERE)},
         capture_output=True,
         text=True,
         check=False,
     )
 
+
+def test_each_sample_runs_alone_files_are_imported_and_await_runs(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- sample-setup\nimport os\n\nos.environ['SHOP_URL'] = 'redis://shop'\n-->\n\n"
+        "```python\n# shop/values.py\nVALUE = 41\n```\n\n"
+        "```python\nimport asyncio\nimport os\n\nfrom shop.values import VALUE\n\n"
+        "await asyncio.sleep(0)\nanswer = VALUE + 1\nassert os.environ['SHOP_URL'] == 'redis://shop'\n```\n\n"
+        "```python\n# continues the sample above\nassert answer == 42\n```\n\n"
+        "<!-- sample-run -->\n```bash\necho said > said.txt\n```\n\n"
+        "```python\nfrom pathlib import Path\n\n"
+        "assert Path('said.txt').read_text() == 'said\\n'\n```\n"
+    )
+
+    done = run_page(page)
+
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "3 ran, 0 marked not to run\n"
+    assert done.stdout == "5 ran, 0 marked not to run\n"
+
+
+@pytest.mark.parametrize(
+    "uses",
+    [
+        "VALUE",  # a file's names do not leak into the snippets: the reader imports them
+        "answer",  # nor a snippet's into the next one, unless it says it continues it
+    ],
+)
+def test_a_sample_that_uses_a_name_it_does_not_show_fails(tmp_path: Path, uses: str) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\n# shop/values.py\nVALUE = 41\n```\n\n"
+        "```python\nfrom shop.values import VALUE\n\nanswer = VALUE + 1\n```\n\n"
+        f"```python\nassert {uses}\n```\n"
+    )
+
+    done = run_page(page)
+
+    assert done.returncode == 1
+    assert "the sample at page.md:13 failed" in done.stderr
+    assert f"NameError: name '{uses}' is not defined" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "import os\nos.environ['REDIS_URL'] = 'redis://127.0.0.1:1/0'",
+        "import os\nos.environ.setdefault('DATABASE_URL', 'sqlite:///shop.db')",
+        "import os\nos.environ['BROKER_URL'] = os.environ.get('REDIS_URL', 'redis://x') + '/1'",
+        "import os\nos.environ['BROKER_URL'] = f\"{os.environ['REDIS_URL']}/2\"",
+    ],
+)
+def test_a_sample_setup_may_set_where_a_service_answers(tmp_path: Path, setup: str) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(f"<!-- sample-setup\n{setup}\n-->\n")
+
+    assert [sample.hidden for sample in extract(page).samples] == [True]
+
+
+@pytest.mark.parametrize(
+    ("setup", "refused"),
+    [
+        ("from celery import Celery\napp = Celery('shop')", "from celery import Celery"),
+        ("from datetime import timedelta", "from datetime import timedelta"),
+        ("import os\nos.environ['RUN_JOBS'] = 'true'", "os.environ['RUN_JOBS'] = 'true'"),
+        ("import os\ndel os.environ['RUN_JOBS']", "del os.environ['RUN_JOBS']"),
+        ("import os\nos.environ['REDIS_URL'] = make_url()", "os.environ['REDIS_URL'] = make_url()"),
+        ("import os\nassert os.environ.get('RUN_JOBS') == 'true'", "assert os.environ.get"),
+        ("import pathlib\npathlib.Path('shop').mkdir()", "import pathlib"),
+        ("config = object()", "config = object()"),
+        ("await scheduler.stop()", "await scheduler.stop()"),
+    ],
+)
+def test_a_sample_setup_that_hides_more_than_a_service_url_is_refused(
+    tmp_path: Path, setup: str, refused: str
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(f"# A page\n\n<!-- sample-setup\n{setup}\n-->\n")
+
+    with pytest.raises(
+        SampleSetupError, match=r"page.md:\d+: a sample-setup only sets the URL"
+    ) as error:
+        extract(page)
+
+    assert refused in str(error.value)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_no_page_hides_more_than_the_url_of_a_service(page: Path) -> None:
+    hidden = [sample for sample in extract(page).samples if sample.hidden]
+
+    assert all("os.environ" in sample.code for sample in hidden)
