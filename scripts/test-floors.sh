@@ -52,7 +52,7 @@ PY
 # the test that type-checks generated code (and the package's source with it) is left out here.
 set +e
 python -m pytest -m "not processes" -q -p no:cacheprovider \
-  --deselect tests/generate/test_generate_job.py::test_what_is_written_passes_mypy_strict "$@"
+  --deselect tests/integration/generate/test_generate_job.py::test_what_is_written_passes_mypy_strict "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

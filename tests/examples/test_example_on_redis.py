@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -13,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from redis import Redis
+from services import REDIS_URL
 
 from examples.clinic.demo import PATIENTS
 from examples.clinic.platform.backend import BACKEND, DATA, DEFAULT_PREFIX, PREFIX, Backend
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 @pytest.fixture

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 from redis import Redis
+from services import REDIS_URL
 
 from examples.clinic.platform.backend import BACKEND, DATA, PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 STARTED = "Reminder sent to"
 """A line the demo shows once its worker runs jobs."""
 UNCLEAN = (
