@@ -32,7 +32,7 @@ def _run(*command: str | Path, timeout: float = 600) -> None:
 
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    dist = tmp_path_factory.mktemp("dist")
+    dist = tmp_path_factory.mktemp("clone") / "dist"  # where python -m build puts it in a clone
     _run(sys.executable, "-m", "build", "--outdir", dist, ROOT)
     (wheel,) = dist.glob("ddd_celery-*.whl")
     (sdist,) = dist.glob("ddd_celery-*.tar.gz")

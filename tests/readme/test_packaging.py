@@ -83,3 +83,22 @@ def test_the_installed_wheel_imports_and_its_command_runs_outside_the_repository
     assert int(imported.stdout.splitlines()[1]) == len(scripts)
     assert helped.returncode == 0, helped.stderr
     assert "generate" in helped.stdout
+
+
+def test_the_readme_s_line_that_installs_the_wheel_installs_it(installed: Installed) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Install\n") : text.index("\n## ", text.index("## Install\n") + 1)]
+    (line,) = (line for line in section.splitlines() if "dist/ddd_celery-*.whl" in line)
+    assert line.startswith("pip install ")
+    clone = installed.wheel.parent.parent
+    command = line.replace("path/to/ddd_celery", str(clone)).replace(
+        "pip install ", f"{installed.bin / 'python'} -m pip install --no-deps --force-reinstall ", 1
+    )
+
+    done = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=300, check=False
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    version = installed.wheel.name.split("-")[1]
+    assert f"Successfully installed ddd-celery-{version}" in done.stdout
