@@ -63,12 +63,12 @@ from ddd_celery.declarations.background import (
     payload_type_of,
 )
 from ddd_celery.declarations.errors import DeclarationError
+from ddd_celery.declarations.names import context_of
 from ddd_celery.kernel.abort import AbortController
 from ddd_celery.kernel.actor import Actor, system_actor
 from ddd_celery.kernel.clock import Clock
+from ddd_celery.kernel.errors import JobTimeoutError, error_code_of
 from ddd_celery.kernel.scope import ExecutionContext, ExecutionScope
-from ddd_celery.scheduling.errors import JobTimeoutError
-from ddd_celery.scheduling.outcomes import context_of, error_code_of
 
 BACKGROUND_ORIGIN = "background"
 

@@ -1,12 +1,13 @@
 """The errors of background jobs, each with the stable ``code`` a run record and a log keep.
 
-They join the scheduling error tree (``SchedulingError``), so ``error_code_of`` reads their code
-like a timeout's; ``JobTimeoutError`` and ``JobAbortedError`` are shared with scheduled jobs.
+They grow from the kernel's ``JobError``, as scheduled jobs' errors do, so ``error_code_of`` reads
+their code like a timeout's; ``JobTimeoutError`` and ``JobAbortedError`` are the kernel's, shared
+with scheduled jobs, and ``JobInterruptedError`` joins them under ``JobStoppedError``.
 """
 
 from __future__ import annotations
 
-from ddd_celery.scheduling.errors import UNKNOWN_JOB, SchedulingError
+from ddd_celery.kernel.errors import UNKNOWN_JOB, JobError, JobStoppedError
 
 INVALID_ENQUEUE = "INVALID_ENQUEUE"
 ATTEMPTS_EXHAUSTED = "ATTEMPTS_EXHAUSTED"
@@ -14,7 +15,7 @@ JOB_INTERRUPTED = "JOB_INTERRUPTED"
 JOB_NOT_ADDED = "JOB_NOT_ADDED"
 
 
-class InvalidEnqueueError(SchedulingError, ValueError):
+class InvalidEnqueueError(JobError, ValueError):
     """A job that cannot be enqueued as asked: a payload its type refuses, JSON cannot carry
     or a store cannot keep (too large, too deep, a NUL character), a tenant id or idempotency key
     a store cannot keep, or a ``delay_ms``/``run_at`` out of its values.
@@ -30,25 +31,25 @@ class InvalidEnqueueError(SchedulingError, ValueError):
         self.field = field
 
 
-class UnknownBackgroundJobError(SchedulingError, LookupError):
+class UnknownBackgroundJobError(JobError, LookupError):
     """A class that is not declared with ``@background``, or a name no declared job has."""
 
     code = UNKNOWN_JOB
 
 
-class AttemptsExhaustedError(SchedulingError):
+class AttemptsExhaustedError(JobError):
     """A job's last attempt failed: it is dead. Its ``__cause__`` is what the last one raised."""
 
     code = ATTEMPTS_EXHAUSTED
 
 
-class JobInterruptedError(SchedulingError):
+class JobInterruptedError(JobStoppedError):
     """The attempt lost its lease (cancelled, or expired and claimed again) while it ran."""
 
     code = JOB_INTERRUPTED
 
 
-class JobNotAddedAfterCommitError(SchedulingError, RuntimeError):
+class JobNotAddedAfterCommitError(JobError, RuntimeError):
     """The unit of work committed, but the store could not add its job after the commit.
 
     Not a rollback: the work is kept, and its job ``job_id`` is not known to be. A store that

@@ -23,8 +23,8 @@ from enum import StrEnum
 from ddd_celery.background.errors import JobInterruptedError
 from ddd_celery.background.store import EnqueuedBy, JobStatus
 from ddd_celery.declarations.background import BackgroundOptions
+from ddd_celery.kernel.errors import DddCeleryError, JobAbortedError
 from ddd_celery.kernel.instants import require_aware
-from ddd_celery.scheduling.errors import JobAbortedError
 
 DEFAULT_LEASE_MS = 30_000
 """How long a claim holds a job without a heartbeat: a dead worker's job waits this long."""
@@ -59,7 +59,7 @@ MOVES: dict[tuple[JobStatus, JobEvent], JobStatus] = {
 """Every legal move of a job's status; the diagram above is drawn from this table."""
 
 
-class IllegalJobMoveError(RuntimeError):
+class IllegalJobMoveError(DddCeleryError, RuntimeError):
     """A move the table does not have; the job did not change."""
 
 

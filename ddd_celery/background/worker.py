@@ -51,10 +51,10 @@ from ddd_celery.declarations.background import BackgroundOptions
 from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.kernel.abort import AbortController
 from ddd_celery.kernel.clock import Clock
+from ddd_celery.kernel.errors import JobAbortedError, JobTimeoutError
 from ddd_celery.kernel.metrics import Metrics
 from ddd_celery.kernel.scope import ExecutionScope
-from ddd_celery.scheduling.errors import JobAbortedError, JobTimeoutError
-from ddd_celery.scheduling.timers import JobTimers, SystemJobTimers
+from ddd_celery.kernel.timers import JobTimers, SystemJobTimers
 
 DEFAULT_POLL_INTERVAL_MS = 1_000
 DEFAULT_GRACE_MS = 30_000

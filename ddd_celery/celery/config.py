@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from ddd_celery.background.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from ddd_celery.kernel.clock import Clock
+from ddd_celery.kernel.errors import DddCeleryError
 from ddd_celery.kernel.lock import Lock
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.last_runs import JobLastRuns
@@ -48,7 +49,7 @@ INVALID_JOBS_CONFIG = "INVALID_JOBS_CONFIG"
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
-class JobsConfigError(ValueError):
+class JobsConfigError(DddCeleryError, ValueError):
     """The app's configuration cannot run its jobs; the message says what to set or pass."""
 
     code = INVALID_JOBS_CONFIG

@@ -9,6 +9,7 @@ from typing import Any
 
 from ddd_celery.declarations.options import Tenancy
 from ddd_celery.declarations.schedule import ParsedJobSchedule
+from ddd_celery.kernel.errors import DddCeleryError
 from ddd_celery.kernel.instants import iso_ms, to_utc
 from ddd_celery.kernel.tenants import TenantDirectory
 from ddd_celery.scheduling.instants import next_occurrence
@@ -17,7 +18,7 @@ from ddd_celery.scheduling.occurrence import SchedulerRules
 _TICK = timedelta(microseconds=1)
 
 
-class UnreadableMessageError(ValueError):
+class UnreadableMessageError(DddCeleryError, ValueError):
     """A task message that is not an occurrence of this job: refused, never run.
 
     ``field`` names the part of the message that is wrong and ``reason`` says why; neither

@@ -42,7 +42,7 @@ from ddd_celery.celery.tracing import TraceparentScope, run_span
 from ddd_celery.celery.watchdog import WATCHDOG, Watch
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.kernel.abort import AbortController
-from ddd_celery.kernel.errors import DomainError
+from ddd_celery.kernel.errors import DddCeleryError, DomainError
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.errors import JobAbortedError, JobTimeoutError
 from ddd_celery.scheduling.execution import (
@@ -65,7 +65,7 @@ it cannot hold a pool process for ever.
 """
 
 
-class ScheduledJobFailedError(RuntimeError):
+class ScheduledJobFailedError(DddCeleryError, RuntimeError):
     """The task of an occurrence whose run failed, raised once the outcome is recorded.
 
     Its message names the job, the error code and the type of what the job raised, never that

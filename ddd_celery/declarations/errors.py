@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ddd_celery.kernel.errors import DddCeleryError
 
-class DeclarationError(ValueError):
+
+class DeclarationError(DddCeleryError, ValueError):
     """A job declared or configured wrongly; the message names the job and what is wrong.
 
     Raised when the module that declares the job is imported, so a bad job never deploys.

@@ -48,3 +48,8 @@ def reserve_job_name(name: str, kind: str, owner: type) -> None:
             job=name,
         )
     _TAKEN[name] = (kind, where)
+
+
+def context_of(job: str) -> str:
+    """The context of ``<context>.<job-name>``: the part before the first dot."""
+    return job.split(".", 1)[0]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from ddd_celery.kernel.errors import DddCeleryError
+
 FILE_EXISTS = "FILE_EXISTS"
 NO_PACKAGE = "NO_PACKAGE"
 NO_PROJECT = "NO_PROJECT"
 UNREADABLE_FILE = "UNREADABLE_FILE"
 
 
-class GenerationRefusedError(ValueError):
+class GenerationRefusedError(DddCeleryError, ValueError):
     """The generator wrote nothing: the message says which file or argument and why.
 
     ``code`` is ``FILE_EXISTS`` (a file it would write is there with other content),

@@ -4,7 +4,15 @@ from ddd_celery.kernel.abort import AbortController, AbortSignal
 from ddd_celery.kernel.actor import Actor, system_actor
 from ddd_celery.kernel.clock import Clock, FixedClock, SystemClock
 from ddd_celery.kernel.commands import CommandBus, InMemoryCommandBus
-from ddd_celery.kernel.errors import DomainError
+from ddd_celery.kernel.errors import (
+    DddCeleryError,
+    DomainError,
+    JobAbortedError,
+    JobError,
+    JobStoppedError,
+    JobTimeoutError,
+    StoreUnavailableError,
+)
 from ddd_celery.kernel.ids import IdGenerator, SequentialIdGenerator, UuidGenerator
 from ddd_celery.kernel.instants import iso_ms, require_aware, to_utc
 from ddd_celery.kernel.job_queue import BackgroundJobView, JobQueue
@@ -24,6 +32,7 @@ from ddd_celery.kernel.scope import (
     FixedExecutionScope,
 )
 from ddd_celery.kernel.tenants import InMemoryTenantDirectory, TenantDirectory
+from ddd_celery.kernel.timers import JobTimers, SystemJobTimers
 from ddd_celery.kernel.unit_of_work import InMemoryUnitOfWork, UnitOfWork
 
 __all__ = [
@@ -34,6 +43,7 @@ __all__ = [
     "Clock",
     "CommandBus",
     "ContextVarExecutionScope",
+    "DddCeleryError",
     "DomainError",
     "ErrorReporter",
     "ExecutionContext",
@@ -47,7 +57,12 @@ __all__ = [
     "InMemoryMetrics",
     "InMemoryTenantDirectory",
     "InMemoryUnitOfWork",
+    "JobAbortedError",
+    "JobError",
     "JobQueue",
+    "JobStoppedError",
+    "JobTimeoutError",
+    "JobTimers",
     "Labels",
     "Lease",
     "Lock",
@@ -59,7 +74,9 @@ __all__ = [
     "ProcessInstance",
     "ProcessRunner",
     "SequentialIdGenerator",
+    "StoreUnavailableError",
     "SystemClock",
+    "SystemJobTimers",
     "TenantDirectory",
     "TimeoutFired",
     "UnitOfWork",

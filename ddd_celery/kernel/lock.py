@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ddd_celery.kernel.clock import Clock
+from ddd_celery.kernel.errors import StoreUnavailableError
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +21,7 @@ class Lease:
     expires_at: datetime
 
 
-class LockUnavailableError(ConnectionError):
+class LockUnavailableError(StoreUnavailableError):
     """The lock store could not be asked; the caller must not act as if it held the lock."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ddd_celery.kernel.errors import DddCeleryError
+
 NO_TIMEOUT_JOB = "NO_TIMEOUT_JOB"
 STALE_PROCESS_VERSION = "STALE_PROCESS_VERSION"
 PROCESS_CONFLICT = "PROCESS_CONFLICT"
@@ -11,7 +13,7 @@ INVALID_DECISION = "INVALID_DECISION"
 CORRUPT_PROCESS_STATE = "CORRUPT_PROCESS_STATE"
 
 
-class ProcessError(Exception):
+class ProcessError(DddCeleryError):
     """The root of the errors of process managers; ``process`` names the process."""
 
     code = "PROCESS_ERROR"

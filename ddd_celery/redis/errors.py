@@ -1,4 +1,8 @@
-"""The error of a Redis store that cannot be asked, and the one place redis-py errors are caught."""
+"""The one place redis-py errors are caught, turned into the kernel's ``StoreUnavailableError``.
+
+``StoreUnavailableError`` is the kernel's, raised by every store; it is importable from here as
+before.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,9 @@ from contextlib import contextmanager
 
 from redis.exceptions import RedisError
 
+from ddd_celery.kernel.errors import StoreUnavailableError
 
-class StoreUnavailableError(ConnectionError):
-    """Redis could not be asked, so what the store holds is unknown; ``__cause__`` says why.
-
-    Raised by the checkpoints, the run state and the last runs (the lock raises the kernel's
-    ``LockUnavailableError``). A ``ConnectionError``, so a caller that treats any unreachable
-    store alike catches both.
-    """
+__all__ = ["StoreUnavailableError", "unavailable_as"]
 
 
 @contextmanager

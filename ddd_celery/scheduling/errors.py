@@ -1,46 +1,37 @@
-"""The errors of scheduling, each with the stable ``code`` recorded on a failed run."""
+"""The errors of scheduling, each with the stable ``code`` recorded on a failed run.
+
+The roots, the timeout and the abort live in the kernel, shared with background jobs; they are
+importable from here as before.
+"""
 
 from __future__ import annotations
 
 from ddd_celery.declarations.errors import DeclarationError
+from ddd_celery.kernel.errors import (
+    JOB_ABORTED,
+    JOB_TIMEOUT,
+    UNEXPECTED_ERROR,
+    UNKNOWN_JOB,
+    JobAbortedError,
+    JobError,
+    JobStoppedError,
+    JobTimeoutError,
+)
 
-JOB_TIMEOUT = "JOB_TIMEOUT"
-JOB_ABORTED = "JOB_ABORTED"
 JOB_LOCK_UNAVAILABLE = "JOB_LOCK_UNAVAILABLE"
-UNEXPECTED_ERROR = "UNEXPECTED_ERROR"
-UNKNOWN_JOB = "UNKNOWN_JOB"
 INVALID_JOB_SETTINGS = "INVALID_JOB_SETTINGS"
 
-
-class SchedulingError(Exception):
-    """Root of the errors a scheduler raises; ``code`` is what a run record keeps."""
-
-    code = UNEXPECTED_ERROR
-
-    def __init__(self, message: str, *, job: str | None = None) -> None:
-        super().__init__(message)
-        self.job = job
+SchedulingError = JobError
+"""The former name of ``JobError``, the root of the errors about a job."""
 
 
-class JobTimeoutError(SchedulingError, TimeoutError):
-    """The run outlived ``timeout_ms``: its signal is aborted and the scheduler stops waiting."""
-
-    code = JOB_TIMEOUT
-
-
-class JobAbortedError(SchedulingError):
-    """The scheduler stopped while the run was in progress and its grace period ran out."""
-
-    code = JOB_ABORTED
-
-
-class JobLockUnavailableError(SchedulingError, ConnectionError):
+class JobLockUnavailableError(JobError, ConnectionError):
     """The lock store could not be asked, so the occurrence was not run anywhere."""
 
     code = JOB_LOCK_UNAVAILABLE
 
 
-class UnknownJobError(SchedulingError, LookupError):
+class UnknownJobError(JobError, LookupError):
     """A name no registered job has: settings for it, or ``run_now`` of it."""
 
     code = UNKNOWN_JOB
@@ -54,3 +45,22 @@ class InvalidJobSettingsError(DeclarationError):
 
 class InvalidJobScheduleError(DeclarationError):
     """A job that cannot be registered as given (a per-tenant job without a tenant directory)."""
+
+
+__all__ = [
+    "INVALID_JOB_SETTINGS",
+    "JOB_ABORTED",
+    "JOB_LOCK_UNAVAILABLE",
+    "JOB_TIMEOUT",
+    "UNEXPECTED_ERROR",
+    "UNKNOWN_JOB",
+    "InvalidJobScheduleError",
+    "InvalidJobSettingsError",
+    "JobAbortedError",
+    "JobError",
+    "JobLockUnavailableError",
+    "JobStoppedError",
+    "JobTimeoutError",
+    "SchedulingError",
+    "UnknownJobError",
+]

@@ -27,6 +27,7 @@ from enum import StrEnum
 
 from ddd_celery.declarations.options import JobOptions, MissedPolicy
 from ddd_celery.declarations.schedule import ParsedJobSchedule
+from ddd_celery.kernel.errors import DddCeleryError
 from ddd_celery.kernel.instants import iso_ms, require_aware
 from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
 from ddd_celery.scheduling.outcomes import Outcome
@@ -107,7 +108,7 @@ MOVES: dict[tuple[Step, Event], Step] = {
 """Every legal move of an occurrence; the diagram in the docs is drawn from this table."""
 
 
-class IllegalMoveError(RuntimeError):
+class IllegalMoveError(DddCeleryError, RuntimeError):
     """A driver asked for a move the table does not have; the occurrence did not change."""
 
 

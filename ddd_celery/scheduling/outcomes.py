@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from ddd_celery.kernel.errors import DomainError
-from ddd_celery.scheduling.errors import UNEXPECTED_ERROR, SchedulingError
+from ddd_celery.declarations.names import context_of
+from ddd_celery.kernel.errors import error_code_of
 
 
 class Outcome(StrEnum):
@@ -49,16 +49,4 @@ class JobRun:
         return self.started_at is not None
 
 
-def context_of(job: str) -> str:
-    """The context of ``<context>.<job-name>``: the part before the first dot."""
-    return job.split(".", 1)[0]
-
-
-def error_code_of(error: BaseException) -> str:
-    """The code a run record keeps: the domain's, the scheduler's, or ``UNEXPECTED_ERROR``.
-
-    Never the message: it quotes data.
-    """
-    if isinstance(error, DomainError | SchedulingError):
-        return error.code
-    return UNEXPECTED_ERROR
+__all__ = ["JobRun", "Outcome", "context_of", "error_code_of"]

@@ -1,5 +1,8 @@
 """What the SQL adapters raise when the database cannot be asked, or cannot keep a value.
 
+A database that cannot be asked raises the kernel's ``StoreUnavailableError``, as every store
+does (importable from here as before); the raise says it was the database and why.
+
 No error they raise or let through quotes the statement's parameters (a payload, a key): each
 SQLAlchemy error passing through is set to hide them, whatever the engine was built with.
 """
@@ -20,25 +23,19 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+from ddd_celery.kernel.errors import DddCeleryError, StoreUnavailableError
 
-class StoreUnavailableError(ConnectionError):
-    """The database could not be asked (down, unreachable, locked past its timeout).
-
-    Raised by the job store, the checkpoints, the run state and the last runs (the lock raises
-    the kernel's ``LockUnavailableError``); ``__cause__`` is SQLAlchemy's error. A
-    ``ConnectionError``, as the Redis stores raise, so a caller treats any unreachable store
-    alike.
-    """
+__all__ = ["MissingTablesError", "StoreUnavailableError", "UnstorableValueError", "unavailable_as"]
 
 
-class UnstorableValueError(ValueError):
+class UnstorableValueError(DddCeleryError, ValueError):
     """A value the database cannot keep: a NUL character in a text (PostgreSQL), a text that is
     not UTF-8 (a lone surrogate), a key past what an index holds. Permanent, so never a
     ``StoreUnavailableError``: asking again gives the same answer. The message names what was
     being done, never the value."""
 
 
-class MissingTablesError(LookupError):
+class MissingTablesError(DddCeleryError, LookupError):
     """A table of the SQL adapters does not exist: ``create_tables`` was not called, or the
     migration that runs its DDL not applied, or the adapters were given another ``prefix``."""
 

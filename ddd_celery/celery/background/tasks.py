@@ -55,8 +55,8 @@ from ddd_celery.celery.message import UnreadableMessageError
 from ddd_celery.celery.tasks import time_limits
 from ddd_celery.declarations.background import BackgroundJobDeclaration
 from ddd_celery.kernel.abort import AbortController
+from ddd_celery.kernel.errors import UNEXPECTED_ERROR, JobError, JobTimeoutError
 from ddd_celery.kernel.instants import iso_ms
-from ddd_celery.scheduling.errors import UNEXPECTED_ERROR, JobTimeoutError, SchedulingError
 
 STORE_RETRY_PAUSES_S = (0.1, 0.4, 1.0, 2.0)
 """The pauses before each new try of a claim or a conclusion the store could not answer: about
@@ -68,7 +68,7 @@ store's clock disagree by, far less than a relay's redispatch."""
 _T = TypeVar("_T")
 
 
-class AttemptFailedError(SchedulingError):
+class AttemptFailedError(JobError):
     """What the task raises after recording a failed attempt that will be retried.
 
     Its message names the job, the attempt and the code and type of what the job raised, never
