@@ -1,8 +1,8 @@
 """Fixtures of the process tests: a deployment of real ``celery`` processes on the real Redis.
 
-No ``__init__.py`` here, as in ``tests/integration/celery``; modules have names of their own. Each test
-keeps its keys under a prefix of its own (the broker's included), and its processes and private
-Redis servers are ended when it ends, whatever happened.
+No ``__init__.py`` here, as in ``tests/integration/celery``; modules have names of their own.
+Each test keeps its keys under a prefix of its own (the broker's included), and its processes
+and private Redis servers are ended when it ends, whatever happened.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
+from services import REDIS_URL
 
 from tests.docs.samples import SampleMarkerError, SampleSetupError, extract
 
@@ -37,7 +38,7 @@ def _name(page: Path) -> str:
 
 @pytest.fixture
 def samples_redis_url() -> Iterator[str]:
-    suite = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    suite = urlsplit(REDIS_URL)
     url = urlunsplit(suite._replace(path=f"/{DOCS_REDIS_DB}"))
     yield url
     with contextlib.suppress(redis.ConnectionError):  # no Redis: no sample wrote to it

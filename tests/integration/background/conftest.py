@@ -1,7 +1,7 @@
-"""The background job specs' fixtures (``tests/unit/background``), for the specs on real stores."""
+"""The clock and scope of `tests/unit/background`, for the background specs on real stores."""
 
 from __future__ import annotations
 
-from tests.unit.background.conftest import clock, ids, jobs, scope, store
+from tests.unit.background.conftest import clock, scope
 
-__all__ = ["clock", "ids", "jobs", "scope", "store"]
+__all__ = ["clock", "scope"]

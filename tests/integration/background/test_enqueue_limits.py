@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from services import DATABASE_URL, REDIS_URL
-from sqlalchemy import Engine, create_engine, delete
+from services import REDIS_URL
+from sqlalchemy import Engine, delete
 
 from ddd_celery.background import InMemoryJobStore, InvalidEnqueueError, StoredJobQueue
 from ddd_celery.background.payloads import DEFAULT_MAX_PAYLOAD_BYTES, MAX_NESTING
@@ -38,13 +38,12 @@ SECRET = "4111-1111-1111-1111"
 
 
 @pytest.fixture(scope="module")
-def postgresql() -> Iterator[tuple[Engine, str]]:
-    engine = create_engine(DATABASE_URL, connect_args={"connect_timeout": 2})
+def postgresql(engine: Engine) -> Iterator[tuple[Engine, str]]:
+    """The suite's engine (tests/conftest.py) and the tables of this module's own prefix."""
     prefix = f"test_{uuid.uuid4().hex[:12]}_"
     create_tables(engine, prefix)
     yield engine, prefix
     drop_tables(engine, prefix)
-    engine.dispose()
 
 
 @pytest.fixture(params=STORES)

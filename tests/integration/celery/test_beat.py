@@ -31,6 +31,7 @@ from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.beat_entries import translate_beat_schedule
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.registry import ATTRIBUTE, CeleryJob, CeleryJobs
+from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.declarations.schedule import parse_job_schedule
 from ddd_celery.kernel.clock import FixedClock
@@ -39,7 +40,6 @@ from ddd_celery.kernel.lock import InMemoryLock, Lease, Lock, LockUnavailableErr
 from ddd_celery.kernel.scope import FixedExecutionScope
 from ddd_celery.redis import RedisJobCheckpoints, RedisJobRunState, RedisLock, connect
 from ddd_celery.scheduling.checkpoints import InMemoryJobCheckpoints, JobCheckpoints
-from ddd_celery.scheduling.instants import next_occurrence
 from ddd_celery.scheduling.observability import COULD_NOT_FOLLOW, RunDetail, RunRecorder
 from ddd_celery.scheduling.occurrence import SchedulerRules
 from ddd_celery.scheduling.outcomes import JobRun, Outcome, context_of
@@ -278,7 +278,7 @@ def test_sends_the_job_task_with_the_occurrence_on_its_context_queue_expiring_wi
         "queue": "billing",
         "expires": datetime(2026, 3, 2, 10, 16, tzinfo=UTC),
         "serializer": "json",
-        "headers": {},  # the trace's, when a tracer provider is set (tests/integration/celery/test_tracing)
+        "headers": {},  # the trace's, when a tracer provider is set (test_tracing.py)
     }
 
 
