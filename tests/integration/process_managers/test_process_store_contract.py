@@ -1,8 +1,9 @@
-"""The ProcessStore contract on the in-memory store and on the SQL store (PostgreSQL, SQLite).
+"""What the SQL process store adds to the ProcessStore contract (which runs with every other
+adapter's in tests/contracts): its DDL for migrations, its refusals, the upgrade of a table made
+before tenants, and processes creating the table at once.
 
-PostgreSQL (DATABASE_URL) gets a table under a prefix of this run's own, emptied after each test
-and dropped at the end, since other tests share the server; SQLite a file per test. Each SQL
-subject's peer is a store on a second engine, as another process holds it.
+PostgreSQL (DATABASE_URL) gets tables under prefixes of this module's own, dropped at the end,
+since other tests share the server.
 """
 
 from __future__ import annotations
@@ -10,16 +11,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from services import DATABASE_URL
-from sqlalchemy import Engine, create_engine, delete, inspect, update
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy import Engine, create_engine, inspect
 
-from ddd_celery.processes import InMemoryProcessStore, StoredProcess
-from ddd_celery.sql import SqlAlchemyUnitOfWork, sqlite_engine
+from ddd_celery.processes import StoredProcess
 from ddd_celery.sql.process_store import (
     SqlProcessStore,
     create_process_tables,
@@ -27,86 +25,6 @@ from ddd_celery.sql.process_store import (
     process_ddl,
     process_table,
 )
-from ddd_celery.testing.contracts.process_store import ProcessStoreContract, ProcessStoreSubject
-
-
-class TestInMemoryProcessStore(ProcessStoreContract):
-    @pytest.fixture
-    def process_store_subject(self) -> ProcessStoreSubject:
-        store = InMemoryProcessStore()
-
-        def overwrite(saved: StoredProcess, state: str, timeouts: str) -> None:
-            key = (saved.tenant_id or "", saved.process, saved.id)
-            store._instances[key] = (saved.version, state, timeouts)
-
-        return ProcessStoreSubject(store=store, peer=store, overwrite=overwrite)
-
-
-def _overwriter(engine: Engine, prefix: str) -> Callable[[StoredProcess, str, str], None]:
-    table = process_table(prefix)
-
-    def overwrite(saved: StoredProcess, state: str, timeouts: str) -> None:
-        with engine.begin() as connection:
-            written = connection.execute(
-                update(table)
-                .where(
-                    table.c.tenant == (saved.tenant_id or ""),
-                    table.c.process == saved.process,
-                    table.c.id == saved.id,
-                )
-                .values(state=state, timeouts=timeouts)
-            )
-            assert written.rowcount == 1
-
-    return overwrite
-
-
-@pytest.fixture(scope="module")
-def postgresql() -> Iterator[tuple[Engine, Engine, str]]:
-    engine = create_engine(DATABASE_URL, connect_args={"connect_timeout": 2})
-    peer = create_engine(DATABASE_URL, connect_args={"connect_timeout": 2})
-    prefix = f"test_{uuid.uuid4().hex[:12]}_"
-    create_process_tables(engine, prefix)
-    yield engine, peer, prefix
-    drop_process_tables(engine, prefix)
-    engine.dispose()
-    peer.dispose()
-
-
-@pytest.fixture(params=[pytest.param("postgresql", marks=pytest.mark.postgres), "sqlite"])
-def databases(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[tuple[Engine, Engine, str]]:
-    if request.param == "sqlite":
-        path = tmp_path / "processes.sqlite3"
-        engine, peer = sqlite_engine(path), sqlite_engine(path)
-        create_process_tables(engine)
-        yield engine, peer, "ddd_"
-        engine.dispose()
-        peer.dispose()
-        return
-    engine, peer, prefix = request.getfixturevalue("postgresql")
-    yield engine, peer, prefix
-    with engine.begin() as connection:
-        connection.execute(delete(create_process_tables(engine, prefix)))
-
-
-class TestSqlProcessStore(ProcessStoreContract):
-    @pytest.fixture(params=["alone", "in a unit of work"])
-    def process_store_subject(
-        self, request: pytest.FixtureRequest, databases: tuple[Engine, Engine, str]
-    ) -> ProcessStoreSubject:
-        engine, peer_engine, prefix = databases
-        peer = SqlProcessStore(peer_engine, prefix=prefix)
-        overwrite = _overwriter(peer_engine, prefix)
-        if request.param == "alone":
-            store = SqlProcessStore(engine, prefix=prefix)
-            return ProcessStoreSubject(store=store, peer=peer, overwrite=overwrite)
-        unit_of_work = SqlAlchemyUnitOfWork(sessionmaker(engine))
-        store = SqlProcessStore(engine, unit_of_work=unit_of_work, prefix=prefix)
-        return ProcessStoreSubject(
-            store=store, peer=peer, unit_of_work=unit_of_work, overwrite=overwrite
-        )
 
 
 def test_the_ddl_for_a_migration_makes_the_table_the_store_uses(tmp_path: Path) -> None:
@@ -160,9 +78,8 @@ def test_a_table_made_before_tenants_is_refused_not_used(tmp_path: Path) -> None
 
 @pytest.mark.postgres
 def test_the_documented_upgrade_keeps_the_instances_as_of_no_tenant_and_matches_the_table(
-    postgresql: tuple[Engine, Engine, str],
+    engine: Engine,
 ) -> None:
-    engine = postgresql[0]
     prefix = f"test_{uuid.uuid4().hex[:12]}_"
     with engine.begin() as connection:
         connection.exec_driver_sql(OLD_TABLE.format(prefix=prefix))
@@ -211,9 +128,8 @@ for line in sys.stdin:  # a prefix to create the table of, each time
 
 @pytest.mark.postgres
 def test_processes_creating_the_table_at_once_all_succeed(
-    postgresql: tuple[Engine, Engine, str],
+    engine: Engine,
 ) -> None:
-    engine = postgresql[0]
     children = [
         subprocess.Popen(
             [sys.executable, "-c", CREATE_WHEN_TOLD, DATABASE_URL],

@@ -1,5 +1,6 @@
-"""RedisJobStore on the real Redis: the JobStore contract, then its key layout, round trips,
-races and outages.
+"""RedisJobStore on the real Redis: its key layout, round trips, races and outages.
+
+The JobStore contract runs on it with every other adapter's (tests/contracts).
 """
 
 from __future__ import annotations
@@ -26,28 +27,12 @@ from ddd_celery.background.store import (
 )
 from ddd_celery.redis import RedisJobStore, StoreUnavailableError, connect
 from ddd_celery.redis.job_store import PURGE_BATCH
-from ddd_celery.testing.contracts.job_store import JobStoreContract, JobStoreSubject
 
 pytestmark = pytest.mark.redis
 
 T0 = datetime(2026, 3, 2, 6, 0, tzinfo=UTC)
 T0_MS = 1_772_431_200_000
 LEASE_MS = 30_000
-
-
-class TestRedisJobStore(JobStoreContract):
-    """The contract, each test on a prefix of its own, with a peer on another connection."""
-
-    @pytest.fixture
-    def job_store_subject(self, redis_url: str, prefix: str) -> Iterator[JobStoreSubject]:
-        client, peer = connect(redis_url), connect(redis_url)
-        yield JobStoreSubject(
-            store=RedisJobStore(client, prefix=prefix),
-            peer=RedisJobStore(peer, prefix=prefix),
-            start=T0,
-        )
-        client.close()
-        peer.close()
 
 
 def at(ms: int) -> datetime:
