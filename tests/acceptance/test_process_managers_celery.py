@@ -58,7 +58,7 @@ from examples.clinic.booking.process import (
 
 pytestmark = [pytest.mark.processes, pytest.mark.postgres]
 
-ROOT = HERE.parents[2]
+ROOT = HERE.parents[1]
 TIMEOUT_TASK = "booking.appointment-booking-timeout"
 
 

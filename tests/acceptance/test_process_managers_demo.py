@@ -14,7 +14,7 @@ pytestmark = pytest.mark.processes
 def test_the_booking_demo_confirms_the_paid_booking_and_releases_the_unpaid_slot() -> None:
     ran = subprocess.run(
         [sys.executable, "-m", "examples.clinic.booking.demo"],
-        cwd=HERE.parents[2],
+        cwd=HERE.parents[1],
         capture_output=True,
         text=True,
         timeout=60,

@@ -48,7 +48,7 @@ from examples.clinic.booking.process import (
 
 pytestmark = [pytest.mark.processes, pytest.mark.postgres]
 
-ROOT = HERE.parents[2]
+ROOT = HERE.parents[1]
 
 
 def held(appointment: str, pay_within_ms: int) -> SlotHeld:
