@@ -115,7 +115,11 @@ class Clinic:
     def env(self) -> dict[str, str]:
         return {
             **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            # tests/ last: its services.py, which process_support imports when this module runs
+            # as the crashing process
+            "PYTHONPATH": os.pathsep.join(
+                [str(HERE), str(ROOT), str(HERE.parent), os.environ.get("PYTHONPATH", "")]
+            ),
             "DDD_TEST_BROKER_URL": REDIS_URL,
             "DDD_TEST_PREFIX": self.prefix,
             "DDD_TEST_DATABASE_URL": DATABASE_URL,
