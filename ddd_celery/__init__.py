@@ -26,9 +26,9 @@ from ddd_celery.declarations import (
     parse_job_schedule,
     scheduled,
 )
+from ddd_celery.declarations.cron_evaluator import latest_occurrence, next_occurrence
 from ddd_celery.declarations.process import process_manager, step
 from ddd_celery.kernel.process_runner import ProcessDecision, TimeoutFired
-from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
 
 del _package_loaded_first
 

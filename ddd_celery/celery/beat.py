@@ -36,13 +36,13 @@ from ddd_celery.celery.beat_publishing import Publisher, Sending, free_run_state
 from ddd_celery.celery.beat_system_jobs import SystemJobs
 from ddd_celery.celery.guards import refuse_pickle_at_start
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
+from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.declarations.options import OverlapPolicy
 from ddd_celery.declarations.schedule import CronRule
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.kernel.lock import Lease
 from ddd_celery.scheduling.errors import JobAbortedError, JobLockUnavailableError
 from ddd_celery.scheduling.execution import not_run
-from ddd_celery.scheduling.instants import next_occurrence
 from ddd_celery.scheduling.occurrence import (
     MAX_SLEEP_MS,
     Event,

@@ -24,15 +24,15 @@ from typing import Any, TypeVar
 import click
 from celery.bin.base import CeleryCommand
 
-from ddd_celery.celery.background_cli import background, printable, refuse_configuration
+from ddd_celery.celery.background.cli import background, printable, refuse_configuration
 from ddd_celery.celery.config import JobsConfigError
 from ddd_celery.celery.describe import next_run_at
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.run_now import run_here
+from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.declarations.schedule import CronRule, IntervalRule
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.errors import UnknownJobError
-from ddd_celery.scheduling.instants import next_occurrence
 from ddd_celery.scheduling.outcomes import JobRun
 from ddd_celery.scheduling.run_state import InMemoryJobRunState
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs
+from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.declarations.schedule import CronRule, IntervalRule
-from ddd_celery.scheduling.instants import next_occurrence
 from ddd_celery.scheduling.scheduler import JobDescription
 
 

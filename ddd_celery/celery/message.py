@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.declarations.options import Tenancy
 from ddd_celery.declarations.schedule import ParsedJobSchedule
 from ddd_celery.kernel.errors import DddCeleryError
 from ddd_celery.kernel.instants import iso_ms, to_utc
 from ddd_celery.kernel.tenants import TenantDirectory
-from ddd_celery.scheduling.instants import next_occurrence
 from ddd_celery.scheduling.occurrence import SchedulerRules
 
 _TICK = timedelta(microseconds=1)

@@ -41,7 +41,7 @@ from ddd_celery.redis.errors import StoreUnavailableError
 from ddd_celery.redis.job_store import RedisJobStore
 from ddd_celery.redis.last_runs import RedisJobLastRuns
 from ddd_celery.redis.lock import RedisLock
-from ddd_celery.redis.occurrences import RedisOccurrenceStore
+from ddd_celery.redis.occurrence_store import RedisOccurrenceStore
 from ddd_celery.redis.run_state import RedisJobRunState
 
 __all__ = [

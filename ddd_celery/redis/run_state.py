@@ -14,7 +14,7 @@ from ddd_celery.redis.checkpoints import RedisJobCheckpoints
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.last_runs import RedisJobLastRuns
 from ddd_celery.redis.lock import RedisLock
-from ddd_celery.redis.occurrences import RedisOccurrenceStore, same_server
+from ddd_celery.redis.occurrence_store import RedisOccurrenceStore, same_server
 from ddd_celery.redis.scripts import register
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.last_runs import JobLastRuns

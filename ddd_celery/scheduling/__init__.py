@@ -3,6 +3,7 @@
 Imports no Celery, Redis or SQL.
 """
 
+from ddd_celery.declarations.cron_evaluator import latest_occurrence, next_occurrence
 from ddd_celery.scheduling.checkpoints import InMemoryJobCheckpoints, JobCheckpoints
 from ddd_celery.scheduling.errors import (
     INVALID_JOB_SETTINGS,
@@ -19,7 +20,6 @@ from ddd_celery.scheduling.errors import (
     UnknownJobError,
 )
 from ddd_celery.scheduling.in_process import InProcessJobScheduler
-from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
 from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns, JobLastRuns
 from ddd_celery.scheduling.observability import (
     DURATION_HISTOGRAM,

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from ddd_celery.declarations.cron_evaluator import latest_occurrence, next_occurrence
 from ddd_celery.declarations.options import JobOptions, MissedPolicy
 from ddd_celery.declarations.schedule import ParsedJobSchedule
 from ddd_celery.kernel.errors import DddCeleryError
 from ddd_celery.kernel.instants import iso_ms, require_aware
-from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
 from ddd_celery.scheduling.outcomes import Outcome
 
 DEFAULT_LATE_AFTER_MS = 60_000

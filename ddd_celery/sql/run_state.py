@@ -23,7 +23,7 @@ from ddd_celery.sql.connection import Connector, from_micros, to_micros
 from ddd_celery.sql.errors import StoreUnavailableError
 from ddd_celery.sql.last_runs import SqlJobLastRuns
 from ddd_celery.sql.lock import SqlLock
-from ddd_celery.sql.occurrences import SqlOccurrenceStore, same_database
+from ddd_celery.sql.occurrence_store import SqlOccurrenceStore, same_database
 from ddd_celery.sql.rows import RunRows, run_window
 from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
 

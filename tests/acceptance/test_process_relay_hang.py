@@ -31,7 +31,7 @@ from sqlalchemy import create_engine
 
 from ddd_celery.background import StoredJobQueue
 from ddd_celery.background.store import JobStore
-from ddd_celery.celery.relay import RELAY_JOB
+from ddd_celery.celery.background.relay import RELAY_JOB
 from ddd_celery.kernel import ContextVarExecutionScope, SystemClock, UuidGenerator, iso_ms
 from ddd_celery.redis import connect
 from ddd_celery.redis.job_store import RedisJobStore

@@ -39,7 +39,7 @@ from ddd_celery.redis import (
     RedisLock,
     connect,
 )
-from ddd_celery.redis.occurrences import RedisOccurrenceStore
+from ddd_celery.redis.occurrence_store import RedisOccurrenceStore
 from ddd_celery.scheduling.checkpoints import InMemoryJobCheckpoints
 from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
 from ddd_celery.scheduling.occurrence_store import (
@@ -59,7 +59,7 @@ from ddd_celery.sql import (
     drop_tables,
     sqlite_engine,
 )
-from ddd_celery.sql.occurrences import SqlOccurrenceStore
+from ddd_celery.sql.occurrence_store import SqlOccurrenceStore
 from ddd_celery.sql.process_store import (
     SqlProcessStore,
     create_process_tables,

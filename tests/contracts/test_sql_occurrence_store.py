@@ -31,7 +31,7 @@ from ddd_celery.sql import (
     StoreUnavailableError,
     sqlite_engine,
 )
-from ddd_celery.sql.occurrences import SqlOccurrenceStore
+from ddd_celery.sql.occurrence_store import SqlOccurrenceStore
 from ddd_celery.testing.contracts.occurrence_store import (
     JOB,
     LOCK_TTL_MS,

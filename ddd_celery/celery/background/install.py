@@ -31,15 +31,15 @@ from ddd_celery.celery.background.registry import (
     BackgroundJobs,
     WorkerSettings,
 )
-from ddd_celery.celery.background.tasks import register_background_task
-from ddd_celery.celery.registry import ATTRIBUTE, CeleryJobs, Provider, check_providers
-from ddd_celery.celery.relay import (
+from ddd_celery.celery.background.relay import (
     DEFAULT_REDISPATCH_AFTER_MS,
     DEFAULT_RELAY_BATCH,
     DEFAULT_RELAY_EVERY_MS,
     Relay,
     relay_job,
 )
+from ddd_celery.celery.background.tasks import register_background_task
+from ddd_celery.celery.registry import ATTRIBUTE, CeleryJobs, Provider, check_providers
 from ddd_celery.declarations.background import (
     BackgroundJobDeclaration,
     background_declaration_of,

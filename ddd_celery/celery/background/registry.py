@@ -18,9 +18,9 @@ from ddd_celery.background.queue import StoredJobQueue
 from ddd_celery.background.store import JobStore
 from ddd_celery.celery.background.lease import Heartbeats
 from ddd_celery.celery.background.publisher import CeleryJobPublisher
+from ddd_celery.celery.background.relay import Relay
 from ddd_celery.celery.config import app_config
 from ddd_celery.celery.registry import Provider, dependencies
-from ddd_celery.celery.relay import Relay
 from ddd_celery.declarations.background import BackgroundJobDeclaration, BackgroundJobExecution
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.ids import IdGenerator

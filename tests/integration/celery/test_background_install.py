@@ -12,8 +12,8 @@ from celery import Celery
 from ddd_celery.background import InMemoryJobStore, UnknownBackgroundJobError
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.background import background_jobs_of, install_background_jobs
+from ddd_celery.celery.background.relay import RELAY_JOB
 from ddd_celery.celery.registry import jobs_of
-from ddd_celery.celery.relay import RELAY_JOB
 from ddd_celery.declarations import DeclarationError
 from ddd_celery.declarations.background import BackgroundJobExecution, background
 from ddd_celery.kernel import InMemoryLock, SystemClock

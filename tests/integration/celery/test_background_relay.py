@@ -27,10 +27,10 @@ from ddd_celery.background.observability import LEASE_EXPIRED
 from ddd_celery.background.store import Dispatch, JobStore
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.background import BackgroundJobs, install_background_jobs
+from ddd_celery.celery.background.relay import RELAY_JOB, Relay
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.cli import jobs
 from ddd_celery.celery.registry import jobs_of
-from ddd_celery.celery.relay import RELAY_JOB, Relay
 from ddd_celery.declarations import JobExecution, scheduled
 from ddd_celery.kernel import FixedClock, InMemoryLock, Lease, Lock, iso_ms
 from ddd_celery.redis import RedisJobStore

@@ -22,7 +22,7 @@ from test_beat import START, Instance, declared, run_until, scheduled
 
 from ddd_celery.kernel.clock import FixedClock
 from ddd_celery.redis import RedisJobCheckpoints, RedisJobRunState, RedisLock, connect
-from ddd_celery.redis.occurrences import RedisOccurrenceStore
+from ddd_celery.redis.occurrence_store import RedisOccurrenceStore
 from ddd_celery.scheduling.occurrence import lock_key
 from ddd_celery.scheduling.occurrence_store import Beginning
 from ddd_celery.scheduling.run_state import Claim

@@ -25,9 +25,9 @@ from ddd_celery.celery.beat_entries import (
 )
 from ddd_celery.celery.registry import CeleryJob
 from ddd_celery.declarations.cron import parse_cron
+from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.schedule import CronRule
-from ddd_celery.scheduling.instants import next_occurrence
 
 
 def translated(value: Any, *, timezone: str = "UTC", **entry: Any) -> CeleryJob:

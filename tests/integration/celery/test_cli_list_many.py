@@ -30,10 +30,10 @@ from ddd_celery.celery import CeleryJobs, install_jobs
 from ddd_celery.celery.background import install_background_jobs
 from ddd_celery.celery.cli import COLUMNS, jobs, local_time, zone_of
 from ddd_celery.declarations import ScheduledJobDeclaration, parse_job_schedule
+from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.kernel import FixedClock, InMemoryLock
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.redis import RedisJobCheckpoints, RedisJobLastRuns, RedisJobRunState
-from ddd_celery.scheduling.instants import next_occurrence
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 
 NOW = datetime(2026, 3, 28, 23, 45, 30, 250_000, tzinfo=UTC)

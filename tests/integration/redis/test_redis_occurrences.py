@@ -10,7 +10,7 @@ from redis import Redis
 
 from ddd_celery.kernel.clock import FixedClock
 from ddd_celery.redis import RedisJobCheckpoints, RedisJobRunState, RedisLock
-from ddd_celery.redis.occurrences import BEGIN_BATCH, RedisOccurrenceStore
+from ddd_celery.redis.occurrence_store import BEGIN_BATCH, RedisOccurrenceStore
 from ddd_celery.scheduling.occurrence import lock_key
 from ddd_celery.scheduling.occurrence_store import Beginning
 from ddd_celery.scheduling.run_state import Claim

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ddd_celery.declarations.cron_evaluator import latest_occurrence, next_occurrence
 from ddd_celery.declarations.options import JobOptions
 from ddd_celery.declarations.schedule import parse_job_schedule
 from ddd_celery.scheduling import occurrence
-from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
 from ddd_celery.scheduling.occurrence import (
     MAX_SLEEP_MS,
     MOVES,

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from freezegun import freeze_time
 
 from ddd_celery.declarations import parse_job_schedule
+from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.kernel import SystemClock
-from ddd_celery.scheduling.instants import next_occurrence
 
 
 def test_the_system_clock_follows_a_frozen_clock_and_its_ticks() -> None:

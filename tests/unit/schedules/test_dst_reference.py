@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from ddd_celery.declarations import parse_job_schedule
-from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
+from ddd_celery.declarations.cron_evaluator import latest_occurrence, next_occurrence
 
 # zone, UTC instant of the change, offset before, offset after (hours)
 TRANSITIONS = [

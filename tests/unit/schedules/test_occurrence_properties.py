@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddd_celery.declarations import DeclarationError, ParsedJobSchedule, parse_job_schedule
-from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
+from ddd_celery.declarations.cron_evaluator import latest_occurrence, next_occurrence
 
 ZONES = sorted(zoneinfo.available_timezones())
 MINUTE = timedelta(minutes=1)

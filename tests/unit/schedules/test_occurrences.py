@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from ddd_celery.declarations import ParsedJobSchedule, parse_job_schedule
-from ddd_celery.scheduling.instants import latest_occurrence, next_occurrence
+from ddd_celery.declarations.cron_evaluator import latest_occurrence, next_occurrence
 
 EVERY_15 = parse_job_schedule({"every": "15m"})
 WEEKDAY_MORNINGS = parse_job_schedule({"cron": "0 7 * * 1-5", "time_zone": "Europe/Paris"})

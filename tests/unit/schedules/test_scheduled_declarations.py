@@ -342,7 +342,7 @@ def test_an_execution_refuses_naive_instants_and_an_attempt_below_one() -> None:
 
 def test_the_time_core_imports_no_celery_redis_or_sqlalchemy() -> None:
     code = (
-        "import sys, ddd_celery.declarations, ddd_celery.scheduling.instants\n"
+        "import sys, ddd_celery.declarations, ddd_celery.declarations.cron_evaluator\n"
         "adapters = {'celery', 'kombu', 'redis', 'sqlalchemy'}\n"
         "print(sorted({name.split('.')[0] for name in sys.modules} & adapters))"
     )

@@ -1,4 +1,5 @@
-"""The instants of a schedule: ``next_occurrence`` and ``latest_occurrence``.
+"""The evaluator of a parsed schedule, beside its parser (``cron.py``): ``next_occurrence`` and
+``latest_occurrence``.
 
 An interval's occurrences are the multiples of it since the Unix epoch. A cron's are the UTC
 instants whose wall clock, in the rule's zone, reads a time the fields accept; a *pinned* rule
