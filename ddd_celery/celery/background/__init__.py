@@ -1,8 +1,8 @@
 """Background jobs on Celery: one task per job, woken by the job id, the store the record.
 
 ``install_background_jobs`` wires an app (after ``install_jobs``); ``registry.queue(...)`` is the
-``JobQueue`` a use case enqueues on; the relay (``ddd_celery.celery.background.relay``) is the system job
-beat runs to publish what is due.
+``JobQueue`` a use case enqueues on; the relay (``ddd_celery.celery.background.relay``) is the
+system job beat runs to publish what is due.
 """
 
 from ddd_celery.celery.background.install import install_background_jobs
