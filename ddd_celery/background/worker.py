@@ -49,7 +49,7 @@ from ddd_celery.background.rules import DEFAULT_LEASE_MS, AttemptEnd, heartbeat_
 from ddd_celery.background.store import ClaimedJob, JobLease, JobStore
 from ddd_celery.declarations.background import BackgroundOptions
 from ddd_celery.declarations.errors import DeclarationError
-from ddd_celery.kernel.abort import AbortController
+from ddd_celery.kernel.abort import AbortController, settle
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.errors import JobAbortedError, JobTimeoutError
 from ddd_celery.kernel.metrics import Metrics
@@ -91,12 +91,7 @@ class _Run:
 
     def settle(self, reason: BaseException | None) -> None:
         """Stop waiting: None when the job ended by itself, else why its signal is aborted."""
-        if self.settled.done():
-            return
-        if reason is not None:
-            self.controller.abort(reason)
-            reason = self.controller.signal.reason or reason  # the first reason wins
-        self.settled.set_result(reason)
+        settle(self.settled, self.controller, reason)
 
 
 class QueueWorker:

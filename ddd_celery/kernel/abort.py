@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 
@@ -49,3 +50,22 @@ class AbortController:
         self.signal._reason = reason
         self.signal._event.set()
         return True
+
+
+def settle(
+    settled: asyncio.Future[BaseException | None],
+    controller: AbortController,
+    reason: BaseException | None,
+) -> None:
+    """Stop a driver's wait for a run, once: None when it ended by itself, else why it stopped.
+
+    ``reason`` aborts the run's signal; the first reason wins, for the signal and the waiter
+    alike, so what a run record keeps is what the job was told, even when the signal was
+    aborted before this call.
+    """
+    if settled.done():
+        return
+    if reason is not None:
+        controller.abort(reason)
+        reason = controller.signal.reason or reason
+    settled.set_result(reason)

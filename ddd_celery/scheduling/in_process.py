@@ -16,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.declarations.options import OverlapPolicy, Tenancy
 from ddd_celery.declarations.schedule import ParsedJobSchedule
-from ddd_celery.kernel.abort import AbortController
+from ddd_celery.kernel.abort import AbortController, settle
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.ids import IdGenerator
 from ddd_celery.kernel.lock import Lease, Lock
@@ -44,7 +45,6 @@ from ddd_celery.scheduling.execution import (
     run_attempt,
     tenants_of,
 )
-from ddd_celery.scheduling.instants import next_occurrence
 from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.observability import OnRun, RunRecorder
 from ddd_celery.scheduling.occurrence import (
@@ -105,11 +105,7 @@ class _Run:
 
     def settle(self, reason: BaseException | None) -> None:
         """Stop waiting: None when the run ended by itself, else why its signal is aborted."""
-        if self.settled.done():
-            return
-        if reason is not None:
-            self.controller.abort(reason)
-        self.settled.set_result(reason)
+        settle(self.settled, self.controller, reason)
 
 
 class InProcessJobScheduler(JobScheduler):
