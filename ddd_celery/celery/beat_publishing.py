@@ -17,10 +17,10 @@ from typing import Any
 
 from celery.beat import BeatLazyFunc
 
+from ddd_celery.celery._task_messages import TaskMessage, new_task_id
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.publish_batch import publish_batch
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs
-from ddd_celery.celery.task_messages import TaskMessage, new_task_id
 from ddd_celery.celery.tracing import send_span
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.execution import not_run

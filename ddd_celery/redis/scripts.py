@@ -10,7 +10,8 @@ from weakref import WeakKeyDictionary
 from redis import Redis
 from redis.exceptions import NoScriptError
 
-from ddd_celery.redis.held_connections import HeldConnections
+from ddd_celery.redis import _held_connections
+from ddd_celery.redis._held_connections import HeldConnections
 
 _HELD: WeakKeyDictionary[Redis, HeldConnections] = WeakKeyDictionary()
 """One ``HeldConnections`` per client: every store of a client shares a thread's connection."""
@@ -22,7 +23,8 @@ class LuaScript:
 
     redis-py's ``Script`` does the same through the client's command path, and first checks
     whether its client is a pipeline: an ``isinstance`` against a class built on typing's
-    ``Protocol``, a slow check, paid by every round trip of beat and of the workers.
+    ``Protocol``, a slow check, paid by every round trip of beat and of the workers. With
+    ``_held_connections.HELD`` false every call is that ``Script``'s.
     """
 
     def __init__(self, client: Redis, source: str) -> None:
@@ -30,6 +32,8 @@ class LuaScript:
         self._script = client.register_script(source)
 
     def __call__(self, *, keys: Sequence[str] = (), args: Sequence[str | int] = ()) -> Any:
+        if not _held_connections.HELD:  # redis-py's own path: its Script, a pooled connection
+            return self._script(keys=list(keys), args=list(args))
         try:
             return self._connections.execute("EVALSHA", self._script.sha, len(keys), *keys, *args)
         except NoScriptError:  # redis-py's Script loads it, then runs it

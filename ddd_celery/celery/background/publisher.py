@@ -13,7 +13,7 @@ from weakref import WeakKeyDictionary
 
 from ddd_celery.background.publisher import JobPublisher
 from ddd_celery.background.store import Dispatch
-from ddd_celery.celery.task_messages import TaskMessage, new_task_id
+from ddd_celery.celery._task_messages import TaskMessage, new_task_id
 
 JOB_ID = "job_id"
 """The one keyword argument of a background job's task."""

@@ -8,11 +8,11 @@ import pytest
 from celery import Celery
 
 from ddd_celery.background import InMemoryJobStore, StoredJobQueue
-from ddd_celery.celery import task_messages
+from ddd_celery.celery import _task_messages as task_messages
+from ddd_celery.celery._task_messages import TaskMessage
 from ddd_celery.celery.background.message import MAX_JOB_ID_LENGTH, message_problem, read_job_id
 from ddd_celery.celery.background.publisher import CeleryJobPublisher, send_wakeup
 from ddd_celery.celery.message import UnreadableMessageError
-from ddd_celery.celery.task_messages import TaskMessage
 from ddd_celery.declarations.background import background
 from ddd_celery.kernel import SystemClock, UuidGenerator
 from ddd_celery.kernel.scope import ContextVarExecutionScope

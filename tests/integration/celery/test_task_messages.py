@@ -34,12 +34,13 @@ from kombu.exceptions import OperationalError
 from packaging.version import Version
 from redis import Redis
 
-from ddd_celery.celery import install_jobs, task_messages
+from ddd_celery.celery import _task_messages as task_messages
+from ddd_celery.celery import install_jobs
+from ddd_celery.celery._task_messages import TaskMessage, new_task_id
 from ddd_celery.celery.background.publisher import send_wakeup
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.registry import jobs_of
-from ddd_celery.celery.task_messages import TaskMessage, new_task_id
 from ddd_celery.declarations import ScheduledJobDeclaration, parse_job_schedule
 from ddd_celery.kernel.clock import FixedClock
 from ddd_celery.kernel.lock import InMemoryLock

@@ -18,7 +18,7 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ddd_celery.redis import connect
-from ddd_celery.redis.held_connections import HeldConnections
+from ddd_celery.redis._held_connections import HeldConnections
 
 pytestmark = pytest.mark.redis
 

@@ -1,12 +1,11 @@
 """Commands sent on a connection the calling thread holds: the stores' scripts.
 
 For each command redis-py takes a connection from its pool, gives it back, and runs its
-observability hooks around it: about 28 µs of CPU of a 70 µs PING on the machine the benchmarks
-ran on. A background job's attempt makes two script calls (its claim and its completion), an
-enqueue one (its add), a scheduled job's run and beat's batch one each: that is about a tenth
-of each. Here each thread takes one connection from the client's own pool at its first script
-and keeps it, with the client's timeouts, its retries (``Retry``, on a new connection), its
-encoding and its health checks: only the per-command bookkeeping is skipped.
+observability hooks around it, on the hot round trips of beat and the workers (what that costs
+is in docs/benchmarks.md, "What the private rebuilds save"). Here each thread takes one
+connection from the client's own pool at its first script and keeps it, with the client's
+timeouts, its retries (``Retry``, on a new connection), its encoding and its health checks: only
+the per-command bookkeeping is skipped. ``HELD`` is the one switch back to redis-py's own path.
 
 A thread holds its connection until it ends (it goes back to the pool then), beside the one
 the client's own commands take from the pool, and a forked child never uses its parent's. A
@@ -27,6 +26,9 @@ from typing import Any
 from redis import BlockingConnectionPool, ConnectionPool, Redis
 
 _PLAIN_POOLS = (ConnectionPool, BlockingConnectionPool)
+
+HELD = True
+"""The one switch: False runs every script through redis-py's own ``Script`` and pool."""
 
 
 class HeldConnections:

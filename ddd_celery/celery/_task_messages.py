@@ -3,12 +3,12 @@
 ``send_task`` recomputes for every message what does not change from one message of a task to
 the next: the task's own options, the route (``task_routes``, ``task_queues``, the queue's
 exchange, routing key and declaration), the serializer, the delivery mode, the retry policy and
-most of the protocol 2 headers: about 70% of the CPU of a message published in a batch.
-``TaskMessage`` does that once, then each message fills only what is its own (its id, its
-kwargs, its expiry, the trace headers) and goes to the producer's ``publish`` as ``send_task``
-would hand it over: same headers, properties, body, exchange and routing key, the
-``before_task_publish`` and ``after_task_publish`` signals sent with the same arguments when
-they have receivers.
+most of the protocol 2 headers: most of the CPU of a message published in a batch (the figure is
+in docs/benchmarks.md, "What the private rebuilds save"). ``TaskMessage`` does that once, then
+each message fills only what is its own (its id, its kwargs, its expiry, the trace headers) and
+goes to the producer's ``publish`` as ``send_task`` would hand it over: same headers,
+properties, body, exchange and routing key, the ``before_task_publish`` and
+``after_task_publish`` signals sent with the same arguments when they have receivers.
 
 The message copied is Celery 5.7's. On a Celery whose ``send_task`` writes another (5.4 to 5.6:
 no ``task_repr_maxlevels``, no task options merged by ``send_task``, no callback publish retried
