@@ -39,7 +39,7 @@ from celery import Celery
 
 from ddd_celery.background import StoredJobQueue
 from ddd_celery.celery import install_background_jobs, install_jobs
-from ddd_celery.celery.relay import Relay
+from ddd_celery.celery.background.relay import Relay
 from ddd_celery.declarations.background import BackgroundJobExecution, background
 from ddd_celery.kernel import InMemoryLock, SystemClock, UuidGenerator
 from ddd_celery.kernel.scope import ContextVarExecutionScope

@@ -23,9 +23,8 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 from cronsim import CronSim
 
-from ddd_celery.declarations import parse_job_schedule
-from ddd_celery.scheduling import instants
-from ddd_celery.scheduling.instants import next_occurrence
+from ddd_celery.declarations import cron_evaluator, parse_job_schedule
+from ddd_celery.declarations.cron_evaluator import next_occurrence
 
 ZONE = "Europe/Paris"
 START = datetime(2026, 1, 1, tzinfo=ZoneInfo(ZONE))
@@ -95,7 +94,7 @@ def main() -> None:
     rows: list[tuple[str, int, list[float]]] = []
     for number, (expression, steps) in enumerate(CASES, 1):
         print(f"\rmeasuring {number}/{len(CASES)}: {expression:<24}", end="", file=sys.stderr)
-        instants._CHUNKS.clear()  # the cold round starts without cached offsets
+        cron_evaluator._CHUNKS.clear()  # the cold round starts without cached offsets
         cold = steps / seconds(chain_ours(expression, steps))
         ours = steps / best(chain_ours(expression, steps), rounds)
         sim = steps / best(chain_cronsim(expression, steps), rounds)

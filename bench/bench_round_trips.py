@@ -65,13 +65,13 @@ from redis.connection import Connection
 
 import ddd_celery.celery.beat_publishing as publishing_module
 from ddd_celery.celery import install_jobs
+from ddd_celery.celery._task_messages import TaskMessage, new_task_id
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.registry import jobs_of
-from ddd_celery.celery.task_messages import TaskMessage, new_task_id
 from ddd_celery.declarations import ScheduledJobDeclaration, parse_job_schedule
+from ddd_celery.declarations.cron_evaluator import latest_occurrence
 from ddd_celery.kernel.clock import Clock, FixedClock, SystemClock
-from ddd_celery.scheduling.instants import latest_occurrence
 from ddd_celery.scheduling.occurrence_store import Beginning
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 

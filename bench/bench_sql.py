@@ -47,7 +47,7 @@ from ddd_celery.sql import (
     drop_tables,
 )
 from ddd_celery.sql.connection import to_micros
-from ddd_celery.sql.occurrences import SqlOccurrenceStore
+from ddd_celery.sql.occurrence_store import SqlOccurrenceStore
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
