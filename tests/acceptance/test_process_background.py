@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -51,6 +52,7 @@ from ddd_celery.kernel import (
     Actor,
     ContextVarExecutionScope,
     ExecutionContext,
+    InMemoryUnitOfWork,
     SystemClock,
     UuidGenerator,
 )
@@ -696,3 +698,40 @@ def test_the_jobs_a_killed_worker_had_prefetched_run_again_within_about_a_lease_
     assert finished_after < 60, finished_after  # a lease (30 s), its relay tick, the jobs' time
     print(f"\nevery job of the killed worker succeeded {finished_after:.1f} s after the kill")
     assert overlapping(bg.records.read("runs"), [killed_at]) == []
+
+
+@pytest.mark.parametrize("fault", ["hang", "cut"])
+def test_a_commit_while_the_store_hangs_or_is_down_adds_its_job_once_and_a_worker_runs_it_once(
+    bg: Background, fault: str
+) -> None:
+    """The application commits its unit of work while RedisJobStore's server hangs 2.5 s (past
+    the client's two 1 s tries) or is cut for 1 s: the add after the commit is sent again with
+    the same job id until the store answers, so the job is kept once, never lost and never
+    doubled, and a real worker runs it once. Before, both raised "could not be asked to add the
+    job" from the commit, and the hang's add still landed: a caller's retry made it twice."""
+    bg.beat()
+    worker = bg.worker(pool="prefork", concurrency=1)
+    wait_until(lambda: "ready." in worker.output(), 30, f"the worker\n{bg.logs()}")
+    with FaultProxy.to_url(REDIS_URL) as proxy:
+        store = RedisJobStore(connect(proxy.url(REDIS_URL)), prefix=f"{bg.prefix}store:")
+        queue = StoredJobQueue(
+            store=store,
+            clock=SystemClock(),
+            ids=UuidGenerator(),
+            scope=bg.scope,
+            publisher=CeleryJobPublisher(bg.sender),
+            declarations=JOBS,
+            unit_of_work=(unit_of_work := InMemoryUnitOfWork()),
+        )
+        store.stats()  # connected before the fault
+        getattr(proxy, fault)()
+        heal = threading.Timer(2.5 if fault == "hang" else 1.0, proxy.heal)
+        heal.start()
+        with unit_of_work.begin():
+            job_id = queue.enqueue(OnceJob, {})
+        heal.join()
+
+    wait_until(lambda: bg.status(job_id) is JobStatus.SUCCEEDED, 30, f"the job to run\n{bg.logs()}")
+    assert [job.id for job in bg.store.list_jobs(limit=10)] == [job_id]
+    starts = [run for run in bg.records.read("runs") if run["edge"] == "start"]
+    assert [(run["job_id"], run["attempt"]) for run in starts] == [(job_id, 1)]
