@@ -7,15 +7,13 @@ and delete them afterwards: other tests share the server, so nothing here flushe
 
 from __future__ import annotations
 
-import contextlib
 import socket
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
+from fault_proxy import FaultProxy
 from redis import ConnectionPool, Redis
 from redis.connection import Connection
 from services import REDIS_URL
@@ -77,74 +75,8 @@ def silent_url() -> Iterator[str]:
         yield f"redis://127.0.0.1:{server.getsockname()[1]}/0"
 
 
-class RedisProxy:
-    """A TCP relay to the real Redis that a test cuts and restores, as an outage would."""
-
-    def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        self._upstream = (parts.hostname or "127.0.0.1", parts.port or 6379)
-        self._server = socket.create_server(("127.0.0.1", 0))
-        userinfo = parts.netloc.rpartition("@")[0]
-        netloc = f"{userinfo}@" if userinfo else ""
-        netloc += f"127.0.0.1:{self._server.getsockname()[1]}"
-        self.url = parts._replace(netloc=netloc).geturl()
-        self._up = True
-        self._open: list[socket.socket] = []
-        self._mutex = threading.Lock()
-        self._acceptor = threading.Thread(target=self._accept, daemon=True)
-        self._acceptor.start()
-
-    def cut(self) -> None:
-        """Close every relayed connection and refuse new ones until ``restore``."""
-        with self._mutex:
-            self._up = False
-            for sock in self._open:
-                _close(sock)
-            self._open.clear()
-
-    def restore(self) -> None:
-        with self._mutex:
-            self._up = True
-
-    def close(self) -> None:
-        self.cut()
-        _close(self._server)
-        self._acceptor.join()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                downstream, _ = self._server.accept()
-            except OSError:
-                return
-            with self._mutex:
-                if not self._up:
-                    _close(downstream)
-                    continue
-                upstream = socket.create_connection(self._upstream)
-                self._open += [downstream, upstream]
-            for source, sink in ((downstream, upstream), (upstream, downstream)):
-                threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-    finally:
-        _close(source)
-        _close(sink)
-
-
-def _close(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-    sock.close()
-
-
 @pytest.fixture
-def redis_proxy() -> Iterator[RedisProxy]:
-    proxy = RedisProxy(REDIS_URL)
-    yield proxy
-    proxy.close()
+def redis_proxy() -> Iterator[FaultProxy]:
+    """The suite's fault proxy in front of the real Redis, to cut and restore as an outage."""
+    with FaultProxy.to_url(REDIS_URL) as proxy:
+        yield proxy

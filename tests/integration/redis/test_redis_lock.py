@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import pytest
 from fault_proxy import FaultProxy
@@ -16,9 +15,6 @@ from services import REDIS_URL
 
 from ddd_celery.kernel.lock import Lease, LockUnavailableError
 from ddd_celery.redis import RedisLock, connect
-
-if TYPE_CHECKING:
-    from conftest import RedisProxy
 
 pytestmark = pytest.mark.redis
 
@@ -158,8 +154,8 @@ def test_any_error_of_redis_makes_the_lock_unavailable(redis_client: Redis, pref
     assert isinstance(raised.value.__cause__, ResponseError)
 
 
-def test_the_lock_works_again_when_redis_comes_back(redis_proxy: RedisProxy, prefix: str) -> None:
-    lock = RedisLock(connect(redis_proxy.url, timeout=0.2), prefix=prefix)
+def test_the_lock_works_again_when_redis_comes_back(redis_proxy: FaultProxy, prefix: str) -> None:
+    lock = RedisLock(connect(redis_proxy.url(REDIS_URL), timeout=0.2), prefix=prefix)
     assert lock.acquire(f"{KEY}:before", 60_000) is not None
 
     redis_proxy.cut()
