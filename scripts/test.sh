@@ -24,30 +24,10 @@ site="$(mktemp -d)"
 mkdocs build --strict --site-dir "$site"
 rm -rf "$site"
 
-# The floors run (the tests without real processes on the oldest versions pyproject.toml allows)
-# goes beside the main run, niced: the main run's process tests mostly wait on their processes,
-# so the two together take about the time of the main run alone. A selection given to ./dev
-# test is for the main run only.
-floors_pid=""
-if [ "$#" -eq 0 ]; then
-  floors_log="$(mktemp)"
-  echo "==> pytest on the dependency floors (scripts/floors.txt), beside the main run; its output follows"
-  nice -n 10 bash scripts/test-floors.sh >"$floors_log" 2>&1 &
-  floors_pid=$!
-fi
-
 echo "==> pytest"
 set +e
 python -m pytest --durations=15 "$@"
 status=$?
-floors_status=0
-if [ -n "$floors_pid" ]; then
-  wait "$floors_pid"
-  floors_status=$?
-  echo "==> pytest on the dependency floors, as it ran beside the main run"
-  cat "$floors_log"
-  rm -f "$floors_log"
-fi
 set -e
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure, not a pass" >&2
@@ -56,4 +36,7 @@ fi
 if [ "$status" -ne 0 ]; then
   exit "$status"
 fi
-exit "$floors_status"
+if [ "$#" -eq 0 ]; then  # a selection given to ./dev test is for the main run only
+  echo "==> pytest on the dependency floors (scripts/floors.txt), without real processes"
+  bash scripts/test-floors.sh
+fi
