@@ -36,9 +36,9 @@ A job moves through these statuses::
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -68,6 +68,8 @@ class JobStatus(StrEnum):
 
 
 _FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED})
+FINISHED_STATUSES = _FINISHED
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 CLAIMABLE = frozenset({JobStatus.QUEUED, JobStatus.FAILED})
 """The statuses a claim takes a job from, once its ``run_at`` has come."""
@@ -132,10 +134,122 @@ class StoredJob:
     last_error_type: str | None = None
     lease_expires_at: datetime | None = None
     finished_at: datetime | None = None
+    history: tuple[AttemptRecord, ...] = ()
+    """Its attempts, oldest first, the last ``ATTEMPTS_KEPT`` of them: what ``find`` tells."""
 
     @property
     def tenant_id(self) -> str | None:
         return self.enqueued_by.tenant_id
+
+    def state(self, now: datetime) -> JobState:
+        """Where the job is as an operator reads it at ``now`` (``JobState``)."""
+        if self.status is JobStatus.QUEUED:
+            return JobState.SCHEDULED if self.run_at > now else JobState.READY
+        return _STATE_OF_STATUS[self.status]
+
+
+ATTEMPTS_KEPT = 25
+"""How many attempts a job's ``history`` keeps, the latest: ``retry_dead`` can make a job's
+attempts grow without end, its record must not."""
+
+
+class AttemptOutcome(StrEnum):
+    """How an attempt ended, as ``AttemptRecord.outcome`` holds it."""
+
+    RUNNING = "running"
+    """Not ended yet (or its worker died and the lease has not expired)."""
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    """It raised; the job is retried or dead (``StoredJob.status`` says which)."""
+    INTERRUPTED = "interrupted"
+    """Its lease expired without a conclusion (``expire_leases``: a worker killed or cut off)."""
+    RELEASED = "released"
+    """Given back by a worker stopping; not counted as an attempt."""
+    CANCELLED = "cancelled"
+    """The job was cancelled while it ran."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt of a job: when and where it ran, and how it ended (never an error message)."""
+
+    number: int
+    """The value of ``attempts`` the claim made (a released attempt keeps its number: the next
+    claim makes the same number again)."""
+    started_at: datetime
+    worker: str | None
+    """What the claim named (``claim_job(worker=...)``: the Celery worker's hostname)."""
+    outcome: AttemptOutcome = AttemptOutcome.RUNNING
+    ended_at: datetime | None = None
+    error_code: str | None = None
+    error_type: str | None = None
+
+
+class JobState(StrEnum):
+    """A job's status as an operator reads it: ``queued`` is split by whether it is due yet."""
+
+    SCHEDULED = "scheduled"
+    """Queued, its ``run_at`` still to come (a delay)."""
+    READY = "ready"
+    """Queued and due: waiting for a worker."""
+    RUNNING = "running"
+    RETRYING = "retrying"
+    """An attempt failed; it waits for its retry (status ``failed``)."""
+    DEAD = "dead"
+    SUCCEEDED = "succeeded"
+    CANCELLED = "cancelled"
+
+
+_STATE_OF_STATUS = {
+    JobStatus.RUNNING: JobState.RUNNING,
+    JobStatus.FAILED: JobState.RETRYING,
+    JobStatus.DEAD: JobState.DEAD,
+    JobStatus.SUCCEEDED: JobState.SUCCEEDED,
+    JobStatus.CANCELLED: JobState.CANCELLED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs a listing or a bulk command reaches; a field left None does not narrow.
+
+    ``state`` SCHEDULED and READY both read status ``queued`` and split it at the ``now`` the
+    query is given. ``tenant_id`` as for ``cancel`` (``""`` is refused).
+    """
+
+    state: JobState | None = None
+    name: str | None = None
+    queue: str | None = None
+    tenant_id: str | None = None
+    enqueued_since: datetime | None = None
+    finished_since: datetime | None = None
+
+    def matches(self, job: StoredJob, now: datetime) -> bool:
+        """Whether ``job`` is one the filter reaches at ``now``: the reference of every store."""
+        finished_since = self.finished_since
+        return (
+            (self.state is None or job.state(now) is self.state)
+            and (self.name is None or job.name == self.name)
+            and (self.queue is None or job.queue == self.queue)
+            and (self.tenant_id is None or job.tenant_id == self.tenant_id)
+            and (self.enqueued_since is None or job.enqueued_at >= self.enqueued_since)
+            and (
+                finished_since is None
+                or (job.finished_at is not None and job.finished_at >= finished_since)
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """A page of a listing, most recently enqueued first (``enqueued_at``, then id, descending).
+
+    ``cursor`` is None on the last page; otherwise given back to ``list_page`` it answers the
+    next page: the jobs after the last of this one in that order, whatever was added since.
+    """
+
+    jobs: list[StoredJob]
+    cursor: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +276,8 @@ class JobStats:
 
     counts: Mapping[str, Mapping[JobStatus, int]]
     """``{queue: {status: count}}``; a status with no job is left out."""
+    by_name: Mapping[str, Mapping[JobStatus, int]] = field(default_factory=dict)
+    """``{job name: {status: count}}``, the same jobs counted by name."""
 
     def total(self, status: JobStatus) -> int:
         return sum(by_status.get(status, 0) for by_status in self.counts.values())
@@ -246,7 +362,13 @@ class JobStore(ABC):
 
     @abstractmethod
     def claim_job(
-        self, job_id: str, *, now: datetime, lease_ms: int, token: str | None = None
+        self,
+        job_id: str,
+        *,
+        now: datetime,
+        lease_ms: int,
+        token: str | None = None,
+        worker: str | None = None,
     ) -> ClaimedJob | None:
         """Claim one job for an attempt (a Celery message naming it).
 
@@ -259,6 +381,10 @@ class JobStore(ABC):
         call, so its own retries send the same. A claim repeated with the token of the lease the
         job is running under answers that lease again (the same attempt, not counted again),
         its expiry moved to ``now + lease_ms``: a claim whose reply was lost is not lost.
+
+        The claim appends an ``AttemptRecord`` (started ``now``, on ``worker``) to the job's
+        ``history``; each conclusion (``complete``, ``fail``, ``release``, ``cancel``,
+        ``expire_leases``) ends it. A repeated claim appends nothing.
 
         Raises:
             ValueError: an instant given is naive, or ``lease_ms`` is not positive.
@@ -274,6 +400,7 @@ class JobStore(ABC):
         lease_ms: int,
         limit: int,
         token: str | None = None,
+        worker: str | None = None,
     ) -> list[ClaimedJob]:
         """Claim up to ``limit`` due jobs of ``queues``, earliest ``run_at`` first (a poller).
 
@@ -401,30 +528,72 @@ class JobStore(ABC):
         """
 
     @abstractmethod
+    def list_page(
+        self, where: JobFilter, *, now: datetime, limit: int = 50, cursor: str | None = None
+    ) -> JobPage:
+        """A page of the jobs ``where`` reaches at ``now``, most recently enqueued first.
+
+        Read on an index: a page costs about the same among 1,000 jobs as among 1,000,000
+        (a filter on a status, a name or a tenant reads that index; other filters are applied
+        to what it reads). ``cursor`` is a page's ``cursor``; one this store did not give raises
+        ``ValueError``.
+
+        Raises:
+            ValueError: ``where.tenant_id`` is the empty text, ``limit`` is not positive, an
+                instant given is naive, or ``cursor`` is not one of this store's.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
+        """
+
     def list_jobs(
         self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
     ) -> list[StoredJob]:
         """Jobs of ``status`` (any when None), most recently enqueued first: for operators.
 
-        ``tenant_id`` as for ``cancel``.
+        ``tenant_id`` as for ``cancel``; ``list_page`` is the paged and filtered form.
 
         Raises:
             ValueError: ``tenant_id`` is the empty text.
             ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
+        # At the earliest instant every queued job is still to come: SCHEDULED reads them all.
+        state = None if status is None else _STATE_OF_STATUS.get(status, JobState.SCHEDULED)
+        where = JobFilter(state=state, tenant_id=tenant_id)
+        found: list[StoredJob] = []
+        cursor: str | None = None
+        while len(found) < limit:
+            page = self.list_page(where, now=_EARLIEST, limit=limit - len(found), cursor=cursor)
+            found.extend(page.jobs)
+            cursor = page.cursor
+            if cursor is None:
+                break
+        return found
 
     @abstractmethod
-    def purge_finished(self, *, before: datetime) -> int:
-        """Delete the succeeded, dead and cancelled jobs finished before ``before``; how many.
+    def purge_finished(
+        self,
+        *,
+        before: datetime,
+        statuses: Collection[JobStatus] = FINISHED_STATUSES,
+        limit: int | None = None,
+    ) -> int:
+        """Delete up to ``limit`` jobs of ``statuses`` finished before ``before``; how many.
+
+        ``statuses`` are finished ones (``ValueError`` otherwise); ``limit`` None: all of them.
+        The jobs are found on an index of ``finished_at``, oldest first, so a retention pass
+        of bounded batches costs its batch whatever the store holds. The idempotency keys of
+        the jobs deleted are freed.
 
         Raises:
-            ValueError: an instant given is naive.
+            ValueError: an instant given is naive, a status is not finished, or ``limit`` is
+                not positive.
             ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 
     @abstractmethod
     def stats(self) -> JobStats:
-        """Counts per queue and status.
+        """Counts per queue and status, and per job name and status (``JobStats.by_name``).
+
+        Kept as counters or read on an index, never by reading every job.
 
         Raises:
             ConnectionError: the store cannot be asked (``StoreUnavailableError``).

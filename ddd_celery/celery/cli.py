@@ -60,8 +60,16 @@ _T = TypeVar("_T")
 
 
 @click.group(name="jobs")
-def jobs() -> None:
+@click.option(
+    "--traceback",
+    "show_traceback",
+    is_flag=True,
+    help="When a command fails, print the traceback above its one-line error.",
+)
+@click.pass_context
+def jobs(ctx: click.Context, show_traceback: bool) -> None:
     """The scheduled jobs installed on the app: list them, show their next runs, run one now."""
+    ctx.meta["ddd_celery.traceback"] = show_traceback
 
 
 jobs.add_command(background)

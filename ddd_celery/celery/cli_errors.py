@@ -1,0 +1,56 @@
+"""``JobsCommand``: every ``celery -A app jobs`` command fails the same way, in one line.
+
+An operator's command that cannot do its work (a store down, a configuration refused, an
+argument the stores refuse) prints ``ddd_celery: <what failed>: <why>`` on stderr and exits 1,
+never a traceback: the traceback of a connection refused says nothing the line does not, and a
+hundred lines of it hide the one that matters. ``--traceback`` (on the ``jobs`` group) shows it
+for a bug report.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any
+
+import click
+from celery.bin.base import CeleryCommand
+
+from ddd_celery.celery.background.cli import printable
+from ddd_celery.kernel.errors import DddCeleryError
+
+STORE_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, DddCeleryError)
+"""What a store or the wiring raises for a fault an operator can act on; anything else is a
+bug and keeps Celery's own report."""
+
+
+def why(error: BaseException) -> str:
+    """The error and what caused it, type and message, control characters escaped: a store's
+    connection error quotes no job data, and the operator needs to know which host refused."""
+    causes = [error]
+    while causes[-1].__cause__ is not None and len(causes) < 5:
+        causes.append(causes[-1].__cause__)
+    return printable("; caused by ".join(f"{type(cause).__name__}: {cause}" for cause in causes))
+
+
+def fail(ctx: click.Context, what: str, error: BaseException) -> None:
+    """``ddd_celery: <what>: <why>`` on stderr, exit 1 (the traceback too under ``--traceback``)."""
+    if _show_traceback(ctx):
+        traceback.print_exception(error, file=sys.stderr)
+    click.echo(f"ddd_celery: {what}: {why(error)}", err=True)
+    ctx.exit(1)
+
+
+class JobsCommand(CeleryCommand):
+    """A ``celery`` command whose store and configuration errors are one line and exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except STORE_ERRORS as error:
+            fail(ctx, f"jobs {ctx.info_name} failed", error)
+            return None
+
+
+def _show_traceback(ctx: click.Context) -> bool:
+    return bool(ctx.meta.get("ddd_celery.traceback", False))
