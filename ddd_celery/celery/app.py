@@ -54,7 +54,11 @@ from ddd_celery.kernel.reporting import ErrorReporter
 from ddd_celery.kernel.scope import ContextVarExecutionScope, ExecutionScope
 from ddd_celery.kernel.tenants import TenantDirectory
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
-from ddd_celery.scheduling.errors import InvalidJobScheduleError, UnknownJobError
+from ddd_celery.scheduling.errors import (
+    InvalidJobScheduleError,
+    InvalidJobSettingsError,
+    UnknownJobError,
+)
 from ddd_celery.scheduling.execution import require_tenants
 from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.observability import (
@@ -131,7 +135,9 @@ def install_jobs(
     another library (``ValueError``, unless ``keep_beat_scheduler``), a name given twice or a
     per-tenant job without ``tenants`` (``InvalidJobScheduleError``, as
     ``JobScheduler.register``), settings or routes for a job nobody declares
-    (``UnknownJobError``), settings that cannot be read (``InvalidJobSettingsError``), and a
+    (``UnknownJobError``), settings that cannot be read (``InvalidJobSettingsError``; a
+    ``JOB_<CONTEXT>_<JOB>_ENABLED`` or ``RUN_JOBS`` value that cannot be read is refused instead
+    by ``check_configuration``, in one line, by every process that uses the jobs), and a
     second call on the same app (``RuntimeError``). A worker or beat stops as it starts on
     ``ddd_celery_*`` settings that are unknown or cannot be read and on a pickle serializer
     configured since (``check_configuration``); ``jobs_of`` refuses those too and an app with
@@ -149,10 +155,17 @@ def install_jobs(
     declared = _declarations(jobs)
     entries = _beat_entries(app.conf) if include_beat_schedule else []
     described = _described(declared, entries, routes or {})
+    environ_refused: str | None = None
+    try:
+        switches = job_settings_from_env(environ, [job.name for job in described])
+        run_jobs = run_jobs_from_env(environ) if start is None else start
+    except InvalidJobSettingsError as unreadable:
+        # The environment is the operator's, read where the app is imported: refused by the
+        # first process that uses the jobs, in one line (``check_configuration``), rather than
+        # as Celery's "Unable to load celery application" and its traceback.
+        environ_refused, switches, run_jobs = str(unreadable), {}, False
     schedules = apply_job_settings(
-        {job.name: job.schedule for job in described},
-        settings or {},
-        job_settings_from_env(environ, [job.name for job in described]),
+        {job.name: job.schedule for job in described}, settings or {}, switches
     )
     all_jobs = [replace(job, schedule=schedules[job.name]) for job in described]
     for job in all_jobs:
@@ -176,8 +189,9 @@ def install_jobs(
         recorder=recorder(last_runs),
         rules=_explicit_rules(late_after_ms, lock_ttl_ms),
         tenants=tenants,
-        start=run_jobs_from_env(environ) if start is None else start,
+        start=run_jobs,
         providers=providers,
+        environ_refused=environ_refused,
     )
     registry.settle = _settler(
         app,

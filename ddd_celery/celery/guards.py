@@ -53,13 +53,17 @@ def refuse_pickle(conf: Any) -> None:
 def check_configuration(app: Any) -> JobsConfig:
     """The app's ``ddd_celery_*`` settings, once its whole configuration is known to be usable.
 
-    Raises ``JobsConfigError`` for a serializer that allows pickle and for a ``ddd_celery_*``
-    setting that is unknown or cannot be read, each named. Every process of an app with jobs
+    Raises ``JobsConfigError`` for a serializer that allows pickle, for a ``ddd_celery_*``
+    setting that is unknown or cannot be read, and for a ``JOB_<CONTEXT>_<JOB>_ENABLED`` or
+    ``RUN_JOBS`` variable that cannot be read, each named. Every process of an app with jobs
     calls it as it starts (worker, beat, each ``celery jobs`` command): the configuration may
     have changed since ``install_jobs`` (``config_from_object`` after it), and a worker running
     only background jobs would otherwise never read the settings at all.
     """
     refuse_pickle(app.conf)
+    installed = getattr(app, ATTRIBUTE, None)
+    if isinstance(installed, CeleryJobs) and installed.environ_refused is not None:
+        raise JobsConfigError(installed.environ_refused)
     return app_config(app)
 
 

@@ -80,6 +80,9 @@ class CeleryJobs:
     grace_ms: int = DEFAULT_GRACE_MS
     """How long a worker that stops waits for its runs before aborting them (``JOB_ABORTED``)."""
     settle: Callable[[CeleryJobs], None] | None = None
+    environ_refused: str | None = None
+    """Why ``JOB_<CONTEXT>_<JOB>_ENABLED`` or ``RUN_JOBS`` could not be read, if they could
+    not: ``check_configuration`` refuses the app with it."""
     """Reads what the app's configuration decides (``ddd_celery_*``), once, at first use."""
     _occurrences: tuple[tuple[int, ...], OccurrenceStore] | None = field(
         default=None, init=False, repr=False, compare=False

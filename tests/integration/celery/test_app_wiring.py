@@ -11,7 +11,8 @@ import pytest
 from celery_support import AppFactory
 
 from ddd_celery.celery import CeleryJobs, install_jobs, jobs_of
-from ddd_celery.celery.guards import BEAT_SCHEDULER
+from ddd_celery.celery.config import JobsConfigError
+from ddd_celery.celery.guards import BEAT_SCHEDULER, check_configuration
 from ddd_celery.declarations import (
     DeclarationError,
     JobExecution,
@@ -294,9 +295,19 @@ def test_run_jobs_says_whether_this_process_starts_jobs_by_time(
     assert registry.start is expected
 
 
-def test_a_run_jobs_value_that_cannot_be_read_is_refused(make_app: AppFactory) -> None:
-    with pytest.raises(InvalidJobSettingsError, match="RUN_JOBS"):
-        install(make_app(), environ={"RUN_JOBS": "maybe"})
+@pytest.mark.parametrize("variable", ["RUN_JOBS", "JOB_WIRING_SEND_REMINDERS_ENABLED"])
+def test_an_environment_value_that_cannot_be_read_is_refused_by_the_first_use(
+    make_app: AppFactory, variable: str
+) -> None:
+    """Read where the app is imported, it is refused where the app is used: a worker, beat or a
+    ``jobs`` command says it in one line, where Celery would print its "Unable to load"."""
+    app = make_app()
+    install(app, environ={variable: "maybe"})
+
+    with pytest.raises(JobsConfigError, match=f"{variable}='maybe'"):
+        check_configuration(app)
+    with pytest.raises(JobsConfigError, match=variable):
+        jobs_of(app)
 
 
 def test_wiring_asks_no_store_and_no_broker_anything(

@@ -1,0 +1,153 @@
+"""Every ``celery -A app jobs`` command fails the same way: one line naming what is wrong, exit 1.
+
+Run as an operator runs them, ``celery -A ops_errors_app jobs ...`` in a process of its own,
+with the job store on Redis or on PostgreSQL at a port nothing listens on, and with an
+environment variable the wiring cannot read. No traceback, no Celery "Unable to load".
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from services import REDIS_URL
+
+pytestmark = pytest.mark.processes
+
+APP = """
+import os
+
+from celery import Celery
+from sqlalchemy import create_engine
+
+from ddd_celery.celery import install_jobs
+from ddd_celery.celery.background import install_background_jobs
+from ddd_celery.declarations import JobExecution, scheduled
+from ddd_celery.declarations.background import BackgroundJobExecution, background
+from ddd_celery.redis import connect
+from ddd_celery.redis.job_store import RedisJobStore
+from ddd_celery.sql import SqlJobStore
+
+
+@scheduled(name="ops.close-day", cron="0 2 * * *")
+class CloseDayJob:
+    def run(self, execution: JobExecution) -> None:
+        print("closed")
+
+
+@background("ops.send-mail")
+class SendMailJob:
+    def run(self, payload: object, execution: BackgroundJobExecution) -> None:
+        print("sent")
+
+
+app = Celery("ops_errors_app", broker=os.environ["REDIS_FOR_TEST"])
+app.conf.ddd_celery_key_prefix = os.environ["PREFIX_FOR_TEST"]
+install_jobs(app, jobs=[CloseDayJob])
+if os.environ.get("SQL_FOR_TEST"):
+    store = SqlJobStore(create_engine(os.environ["SQL_FOR_TEST"]), prefix="ops_errors_")
+else:
+    store = RedisJobStore(connect(os.environ["REDIS_FOR_TEST"]), prefix=os.environ["PREFIX_FOR_TEST"])
+install_background_jobs(app, jobs=[SendMailJob], store=store)
+"""
+
+SCHEDULED = [("list",), ("next", "ops.close-day"), ("run-now", "ops.close-day")]
+BACKGROUND = [
+    ("background", "stats"),
+    ("background", "dead"),
+    ("background", "find", "job-1"),
+    ("background", "cancel", "job-1"),
+    ("background", "retry-dead", "job-1"),
+]
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def celery_jobs(tmp_path: Path, redis_prefix: str) -> Run:
+    (tmp_path / "ops_errors_app.py").write_text(textwrap.dedent(APP))
+
+    def run(*args: str, **environ: str) -> subprocess.CompletedProcess[str]:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]),
+            "REDIS_FOR_TEST": REDIS_URL,
+            "PREFIX_FOR_TEST": redis_prefix,
+            **environ,
+        }
+        return subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "ops_errors_app", "jobs", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+            check=False,
+        )
+
+    return run
+
+
+def _one_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The one line a failed command printed on stderr, once its exit code is known to be 1."""
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in result.stderr, result.stderr
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", SCHEDULED + BACKGROUND, ids=" ".join)
+def test_a_command_whose_redis_is_down_says_so_in_one_line(
+    celery_jobs: Run, closed_port_url: str, command: tuple[str, ...]
+) -> None:
+    line = _one_line(celery_jobs(*command, REDIS_FOR_TEST=closed_port_url))
+
+    assert "ConnectionError" in line or "could not be asked" in line, line
+    assert closed_port_url.split("//")[1].split("/")[0] in line or "RedisJob" in line, line
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", BACKGROUND, ids=" ".join)
+def test_a_background_command_whose_postgresql_is_down_says_so_in_one_line(
+    celery_jobs: Run, closed_port_url: str, command: tuple[str, ...]
+) -> None:
+    port = closed_port_url.split(":")[2].split("/")[0]
+    down = f"postgresql+psycopg://postgres@127.0.0.1:{port}/test?connect_timeout=2"
+
+    line = _one_line(celery_jobs(*command, SQL_FOR_TEST=down))
+
+    assert line.startswith("ddd_celery: jobs "), line
+    assert port in line, line
+
+
+@pytest.mark.parametrize(
+    ("variable", "command"),
+    [
+        ("JOB_OPS_CLOSE_DAY_ENABLED", ("list",)),
+        ("JOB_OPS_CLOSE_DAY_ENABLED", ("background", "stats")),
+        ("RUN_JOBS", ("next", "ops.close-day")),
+    ],
+)
+def test_an_environment_variable_that_cannot_be_read_is_one_line_naming_it(
+    celery_jobs: Run, variable: str, command: tuple[str, ...]
+) -> None:
+    line = _one_line(celery_jobs(*command, **{variable: "maybe"}))
+
+    assert line.startswith("ddd_celery refuses the configuration: "), line
+    assert f"{variable}='maybe'" in line, line
+
+
+def test_the_traceback_option_shows_what_the_line_sums_up(
+    celery_jobs: Run, closed_port_url: str
+) -> None:
+    result = celery_jobs("--traceback", "background", "stats", REDIS_FOR_TEST=closed_port_url)
+
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr
+    assert result.stderr.rstrip().splitlines()[-1].startswith("ddd_celery: jobs stats failed")
