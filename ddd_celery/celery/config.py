@@ -14,6 +14,7 @@ builds Redis clients but connects to nothing; the first command does.
 | ``ddd_celery_lock_ttl_ms`` | ``900000`` |
 | ``ddd_celery_grace_ms`` | ``30000`` (a stopping worker waits that long for a run) |
 | ``ddd_celery_max_payload_bytes`` | ``1048576`` (the largest JSON payload a job is enqueued with) |
+| ``ddd_celery_traceback_messages`` | ``True`` (Celery's log shows a job's error message) |
 
 A typo or a wrong type stops the process (``app.check_configuration``) rather than being ignored.
 
@@ -27,7 +28,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
 from ddd_celery.background.payloads import DEFAULT_MAX_PAYLOAD_BYTES
 from ddd_celery.kernel.clock import Clock
@@ -71,6 +80,10 @@ class JobsConfig(BaseModel):
     max_payload_bytes: Annotated[StrictInt, Field(gt=0)] = DEFAULT_MAX_PAYLOAD_BYTES
     """The largest payload a background job is enqueued with: its compact JSON as the stores
     keep it (ASCII, non-ASCII escaped), in bytes."""
+    traceback_messages: StrictBool = True
+    """Whether the exception Celery is given for a failed background job attempt (its log
+    lines, ``task_failure``/``task_retry``, Flower) is the job's own, message included; False
+    gives a stand-in whose message is the error's code and type, the frames kept."""
 
 
 @dataclass(frozen=True, slots=True)
