@@ -114,13 +114,18 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
         Column("relay_at", BigInteger),
         Column("redispatches", Integer, nullable=False, server_default=text("0")),
         Column("relay_token", Text),
+        Column("history", Text, nullable=False, server_default=text("'[]'")),
     )
     Index(f"{prefix}jobs_key", jobs.c.tenant, jobs.c.idempotency_key, unique=True)
     Index(f"{prefix}jobs_queue_due", jobs.c.queue, jobs.c.status, jobs.c.run_at)
     Index(f"{prefix}jobs_relay", jobs.c.relay_at, jobs.c.dispatched_at)
     Index(f"{prefix}jobs_lease", jobs.c.lease_expires_at)
-    Index(f"{prefix}jobs_finished", jobs.c.finished_at)
-    Index(f"{prefix}jobs_enqueued", jobs.c.enqueued_at)
+    # the operator's listings, newest first within a status (a listing of any status merges
+    # one range per status), and the purge's oldest finished first within a status
+    Index(f"{prefix}jobs_status", jobs.c.status, jobs.c.enqueued_at, jobs.c.id)
+    Index(f"{prefix}jobs_name", jobs.c.name, jobs.c.status, jobs.c.enqueued_at, jobs.c.id)
+    Index(f"{prefix}jobs_tenant", jobs.c.tenant_id, jobs.c.status, jobs.c.enqueued_at, jobs.c.id)
+    Index(f"{prefix}jobs_status_finished", jobs.c.status, jobs.c.finished_at)
     return SqlTables(metadata, locks, checkpoints, runs, last_runs, jobs)
 
 
