@@ -15,6 +15,10 @@ builds Redis clients but connects to nothing; the first command does.
 | ``ddd_celery_grace_ms`` | ``30000`` (a stopping worker waits that long for a run) |
 | ``ddd_celery_max_payload_bytes`` | ``1048576`` (the largest JSON payload a job is enqueued with) |
 | ``ddd_celery_traceback_messages`` | ``True`` (Celery's log shows a job's error message) |
+| ``ddd_celery_keep_succeeded_ms`` | ``604800000``: 7 days, then the relay purges (``None``: kept) |
+| ``ddd_celery_keep_cancelled_ms`` | ``604800000``: 7 days, then the relay purges (``None``: kept) |
+| ``ddd_celery_keep_dead_ms`` | ``None``: a dead job is kept until retried or purged by hand |
+| ``ddd_celery_purge_batch`` | ``1000`` (jobs the relay purges per store call; ``0``: no purge) |
 
 A typo or a wrong type stops the process (``app.check_configuration``) rather than being ignored.
 
@@ -51,6 +55,12 @@ from ddd_celery.scheduling.occurrence import (
 )
 from ddd_celery.scheduling.run_state import JobRunState
 
+DEFAULT_KEEP_FINISHED_MS = 7 * 24 * 3_600_000
+"""A week: long enough to ``find`` a job a user asks about after a weekend, short enough that
+a store of a million jobs a day holds seven million, not every job it ever ran."""
+DEFAULT_PURGE_BATCH = 1_000
+"""Jobs one purge call of the relay deletes: a few milliseconds of the store's time."""
+
 PREFIX = "ddd_celery_"
 """Every setting of ddd_celery in ``app.conf`` starts with it; another name under it is refused."""
 REDIS_URL = f"{PREFIX}redis_url"
@@ -84,6 +94,16 @@ class JobsConfig(BaseModel):
     """Whether the exception Celery is given for a failed background job attempt (its log
     lines, ``task_failure``/``task_retry``, Flower) is the job's own, message included; False
     gives a stand-in whose message is the error's code and type, the frames kept."""
+    keep_succeeded_ms: Annotated[StrictInt, Field(gt=0)] | None = DEFAULT_KEEP_FINISHED_MS
+    """How long a succeeded job is kept after it finished before the relay purges it; None:
+    until purged by hand (``jobs background purge``)."""
+    keep_cancelled_ms: Annotated[StrictInt, Field(gt=0)] | None = DEFAULT_KEEP_FINISHED_MS
+    """The same for a cancelled job."""
+    keep_dead_ms: Annotated[StrictInt, Field(gt=0)] | None = None
+    """The same for a dead job; None by default: kept for ``retry-dead`` or a purge by hand."""
+    purge_batch: Annotated[StrictInt, Field(ge=0, le=100_000)] = DEFAULT_PURGE_BATCH
+    """Jobs the relay deletes per purge call, each pass a few calls in its time left after
+    publishing; 0 turns the relay's purge off (every finished job kept)."""
 
 
 @dataclass(frozen=True, slots=True)
