@@ -45,6 +45,7 @@ class SqlTables:
     runs: Table
     last_runs: Table
     jobs: Table
+    run_history: Table
 
 
 def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
@@ -84,6 +85,14 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
         Column("scheduled_at", BigInteger, nullable=False),
         Column("run", Text, nullable=False),
     )
+    run_history = Table(
+        f"{prefix}job_run_history",
+        metadata,
+        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+        Column("job", Text, nullable=False),
+        Column("run", Text, nullable=False),
+    )
+    Index(f"{prefix}job_run_history_job", run_history.c.job, run_history.c.id)
     jobs = Table(
         f"{prefix}jobs",
         metadata,
@@ -126,7 +135,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
     Index(f"{prefix}jobs_name", jobs.c.name, jobs.c.status, jobs.c.enqueued_at, jobs.c.id)
     Index(f"{prefix}jobs_tenant", jobs.c.tenant_id, jobs.c.status, jobs.c.enqueued_at, jobs.c.id)
     Index(f"{prefix}jobs_status_finished", jobs.c.status, jobs.c.finished_at)
-    return SqlTables(metadata, locks, checkpoints, runs, last_runs, jobs)
+    return SqlTables(metadata, locks, checkpoints, runs, last_runs, jobs, run_history)
 
 
 def create_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> SqlTables:
