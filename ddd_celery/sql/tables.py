@@ -46,6 +46,7 @@ class SqlTables:
     last_runs: Table
     jobs: Table
     run_history: Table
+    pauses: Table
 
 
 def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
@@ -93,6 +94,14 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
         Column("run", Text, nullable=False),
     )
     Index(f"{prefix}job_run_history_job", run_history.c.job, run_history.c.id)
+    pauses = Table(
+        f"{prefix}job_pauses",
+        metadata,
+        Column("job", Text, primary_key=True),
+        Column("paused_at", BigInteger, nullable=False),
+        Column("paused_by", Text, nullable=False),
+        Column("reason", Text),
+    )
     jobs = Table(
         f"{prefix}jobs",
         metadata,
@@ -135,7 +144,7 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
     Index(f"{prefix}jobs_name", jobs.c.name, jobs.c.status, jobs.c.enqueued_at, jobs.c.id)
     Index(f"{prefix}jobs_tenant", jobs.c.tenant_id, jobs.c.status, jobs.c.enqueued_at, jobs.c.id)
     Index(f"{prefix}jobs_status_finished", jobs.c.status, jobs.c.finished_at)
-    return SqlTables(metadata, locks, checkpoints, runs, last_runs, jobs, run_history)
+    return SqlTables(metadata, locks, checkpoints, runs, last_runs, jobs, run_history, pauses)
 
 
 def create_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> SqlTables:
