@@ -16,16 +16,23 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 
-from ddd_celery.background.errors import JOB_INTERRUPTED
+from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
 from ddd_celery.background.rules import MOVES, JobEvent, keyed_job_id
 from ddd_celery.background.store import (
+    ATTEMPTS_KEPT,
+    AttemptOutcome,
+    AttemptRecord,
     ClaimedJob,
     EnqueuedBy,
+    JobFilter,
     JobLease,
+    JobPage,
+    JobState,
     JobStatus,
     JobStore,
     LostLeaseError,
@@ -35,6 +42,8 @@ from ddd_celery.background.store import (
 from ddd_celery.kernel.unit_of_work import UnitOfWork
 
 JOB = "billing.compile-statements"
+OTHER_JOB = "billing.send-reminders"
+WORKER = "celery@worker-1"
 LEASE_MS = 30_000
 REDISPATCH_MS = 60_000
 FIRST_EXPIRY = "expire_leases with attempts left"
@@ -78,6 +87,7 @@ def new_job(
     subject: JobStoreSubject,
     job_id: str,
     *,
+    name: str = JOB,
     queue: str = "billing",
     run_at_ms: int = 0,
     enqueued_at_ms: int = 0,
@@ -88,7 +98,7 @@ def new_job(
 ) -> NewJob:
     return NewJob(
         id=job_id,
-        name=JOB,
+        name=name,
         queue=queue,
         payload={"month": "2026-10"} if payload is None else payload,
         enqueued_at=ms(subject, enqueued_at_ms),
@@ -112,15 +122,77 @@ class JobStoreContract:
     def add(self, subject: JobStoreSubject, job: NewJob, *, dispatched: bool = False) -> str:
         return subject.store.add(job, dispatched=dispatched)
 
-    def claim(self, subject: JobStoreSubject, job_id: str, at_ms: int = 0) -> ClaimedJob:
-        claimed = subject.store.claim_job(job_id, now=ms(subject, at_ms), lease_ms=LEASE_MS)
+    def claim(
+        self,
+        subject: JobStoreSubject,
+        job_id: str,
+        at_ms: int = 0,
+        *,
+        worker: str | None = None,
+        token: str | None = None,
+    ) -> ClaimedJob:
+        claimed = subject.store.claim_job(
+            job_id, now=ms(subject, at_ms), lease_ms=LEASE_MS, token=token, worker=worker
+        )
         assert claimed is not None, f"{job_id} should have been claimable"
         return claimed
 
-    def status(self, subject: JobStoreSubject, job_id: str) -> JobStatus:
-        job = subject.store.find(job_id, tenant_id=None)
+    def fail(
+        self,
+        subject: JobStoreSubject,
+        lease: JobLease,
+        at_ms: int = 0,
+        *,
+        retry_at_ms: int | None = None,
+        error: tuple[str, str] = ("X", "E"),
+    ) -> None:
+        """``fail`` the attempt of ``lease`` at ``at_ms``, dead unless ``retry_at_ms`` is given."""
+        retry_at = None if retry_at_ms is None else ms(subject, retry_at_ms)
+        code, error_type = error
+        subject.store.fail(
+            lease, now=ms(subject, at_ms), error_code=code, error_type=error_type, retry_at=retry_at
+        )
+
+    def found(self, subject: JobStoreSubject, job_id: str, *, peer: bool = False) -> StoredJob:
+        """The job as the store (or its peer) finds it, for every tenant."""
+        job = (subject.peer if peer else subject.store).find(job_id, tenant_id=None)
         assert job is not None, f"{job_id} should be kept"
-        return job.status
+        return job
+
+    def status(self, subject: JobStoreSubject, job_id: str) -> JobStatus:
+        return self.found(subject, job_id).status
+
+    def pages(
+        self,
+        subject: JobStoreSubject,
+        where: JobFilter | None = None,
+        *,
+        at_ms: int = 0,
+        limit: int = 50,
+    ) -> list[JobPage]:
+        """Every page of a listing, the store and its peer asking in turn (one cursor serves
+        every instance on the data); fails rather than loop when a cursor never ends."""
+        where, now, stores = where or JobFilter(), ms(subject, at_ms), (subject.store, subject.peer)
+        pages = [subject.store.list_page(where, now=now, limit=limit)]
+        while (cursor := pages[-1].cursor) is not None:
+            assert len(pages) <= 100, "the cursors never end"
+            store = stores[len(pages) % 2]
+            pages.append(store.list_page(where, now=now, limit=limit, cursor=cursor))
+        for page in pages:
+            assert len(page.jobs) <= limit, f"a page of {limit} holds {len(page.jobs)} jobs"
+        return pages
+
+    def listed(
+        self,
+        subject: JobStoreSubject,
+        where: JobFilter | None = None,
+        *,
+        at_ms: int = 0,
+        limit: int = 50,
+    ) -> list[str]:
+        """The ids of every job a listing reaches, page after page."""
+        pages = self.pages(subject, where, at_ms=at_ms, limit=limit)
+        return [job.id for page in pages for job in page.jobs]
 
     # -- add, find ----------------------------------------------------------------------
 
@@ -142,6 +214,7 @@ class JobStoreContract:
         assert job.enqueued_by == added.enqueued_by
         assert job.tenant_id == "t-1"
         assert job.idempotency_key == "k"
+        assert job.history == ()
         assert (job.progress, job.checkpoint, job.last_error_code, job.finished_at) == (
             None,
             None,
@@ -711,6 +784,670 @@ class JobStoreContract:
         assert stats.total(JobStatus.QUEUED) == 3
         assert stats.total(JobStatus.DEAD) == 0
 
+    def test_stats_count_the_jobs_of_each_name_in_each_status(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "c-1"))
+        self.add(subject, new_job(subject, "c-2", queue="mail"))
+        self.add(subject, new_job(subject, "c-3"))
+        self.add(subject, new_job(subject, "r-1", name=OTHER_JOB))
+        self.add(subject, new_job(subject, "r-2", name=OTHER_JOB, queue="mail"))
+        subject.store.complete(self.claim(subject, "c-3").lease, now=ms(subject, 1))
+        self.claim(subject, "r-2")
+
+        stats = subject.peer.stats()
+
+        assert {name: dict(c) for name, c in stats.by_name.items()} == {
+            JOB: {JobStatus.QUEUED: 2, JobStatus.SUCCEEDED: 1},
+            OTHER_JOB: {JobStatus.QUEUED: 1, JobStatus.RUNNING: 1},
+        }
+        assert {q: dict(c) for q, c in stats.counts.items()} == {
+            "billing": {JobStatus.QUEUED: 2, JobStatus.SUCCEEDED: 1},
+            "mail": {JobStatus.QUEUED: 1, JobStatus.RUNNING: 1},
+        }
+
+    def test_stats_agree_with_the_jobs_kept_after_every_move_and_purge(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        """However a store counts (counters, an index), its counts are the jobs it keeps: a
+        move, a report sent twice and a purge each leave them right; a count of 0 is left out."""
+        subject, store = job_store_subject, job_store_subject.store
+        assert self._stats_of(subject) == ({}, {})
+        self.add(subject, new_job(subject, "a", max_attempts=2))
+        self.add(subject, new_job(subject, "b", name=OTHER_JOB, queue="mail"))
+        self.add(subject, new_job(subject, "c", name=OTHER_JOB))
+        self._assert_stats_agree(subject)
+        lease = self.claim(subject, "a").lease
+        self.fail(subject, lease, at_ms=1, retry_at_ms=2)
+        self.fail(subject, lease, at_ms=1, retry_at_ms=2)  # sent twice: one
+        self._assert_stats_agree(subject)
+        self.claim(subject, "a", at_ms=2)
+        store.expire_leases(now=ms(subject, LEASE_MS + 3), limit=10)  # dead: attempts exhausted
+        self._assert_stats_agree(subject)
+        assert store.retry_dead("a", tenant_id=None, now=ms(subject, LEASE_MS + 4))
+        store.release(self.claim(subject, "a", at_ms=LEASE_MS + 4).lease, now=ms(subject, 40_000))
+        self._assert_stats_agree(subject)
+        done = self.claim(subject, "b").lease
+        store.complete(done, now=ms(subject, 40_001))
+        store.complete(done, now=ms(subject, 40_002))
+        assert store.cancel("c", tenant_id=None, now=ms(subject, 40_003))
+        assert store.cancel("c", tenant_id=None, now=ms(subject, 40_004))
+        self._assert_stats_agree(subject)
+
+        assert store.purge_finished(before=ms(subject, 50_000)) == 2
+
+        self._assert_stats_agree(subject)
+        assert self._stats_of(subject) == (
+            {"billing": {JobStatus.QUEUED: 1}},
+            {JOB: {JobStatus.QUEUED: 1}},
+        )
+
+    def _stats_of(
+        self, subject: JobStoreSubject
+    ) -> tuple[dict[str, dict[JobStatus, int]], dict[str, dict[JobStatus, int]]]:
+        stats = subject.peer.stats()
+        by_queue = {queue: dict(counts) for queue, counts in stats.counts.items()}
+        return by_queue, {name: dict(counts) for name, counts in stats.by_name.items()}
+
+    def _assert_stats_agree(self, subject: JobStoreSubject) -> None:
+        """``stats`` counts what a listing of every job finds, by queue and by name."""
+        by_queue: dict[str, dict[JobStatus, int]] = {}
+        by_name: dict[str, dict[JobStatus, int]] = {}
+        for page in self.pages(subject):
+            for job in page.jobs:
+                for counts in (
+                    by_queue.setdefault(job.queue, {}),
+                    by_name.setdefault(job.name, {}),
+                ):
+                    counts[job.status] = counts.get(job.status, 0) + 1
+        assert self._stats_of(subject) == (by_queue, by_name)
+
+    # -- listing, page by page ---------------------------------------------------------------
+
+    def _one_job_in_each_state(self, subject: JobStoreSubject) -> None:
+        """From 2 s, one job in each ``JobState``, named after it; the scheduled one is due at
+        10 s, the retrying one was due again at 3 s."""
+        for index, state in enumerate(JobState):
+            run_at = 10_000 if state is JobState.SCHEDULED else 0
+            self.add(subject, new_job(subject, state.value, run_at_ms=run_at, enqueued_at_ms=index))
+        leases = {
+            state: self.claim(subject, state.value, at_ms=1_000).lease
+            for state in (JobState.RUNNING, JobState.RETRYING, JobState.DEAD, JobState.SUCCEEDED)
+        }
+        self.fail(subject, leases[JobState.RETRYING], at_ms=2_000, retry_at_ms=3_000)
+        self.fail(subject, leases[JobState.DEAD], at_ms=2_000)
+        subject.store.complete(leases[JobState.SUCCEEDED], now=ms(subject, 2_000))
+        assert subject.store.cancel(
+            JobState.CANCELLED.value, tenant_id=None, now=ms(subject, 2_000)
+        )
+
+    @pytest.mark.parametrize("state", list(JobState))
+    def test_list_page_filters_by_state(
+        self, job_store_subject: JobStoreSubject, state: JobState
+    ) -> None:
+        subject = job_store_subject
+        self._one_job_in_each_state(subject)
+
+        page = subject.peer.list_page(JobFilter(state=state), now=ms(subject, 5_000))
+
+        assert [job.id for job in page.jobs] == [state.value]
+        assert page.cursor is None
+        assert page.jobs[0].state(ms(subject, 5_000)) is state
+
+    def test_a_queued_job_is_scheduled_until_its_run_at_and_ready_from_it(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self._one_job_in_each_state(subject)
+        scheduled, ready = JobFilter(state=JobState.SCHEDULED), JobFilter(state=JobState.READY)
+        retrying = JobFilter(state=JobState.RETRYING)
+
+        assert self.listed(subject, scheduled, at_ms=9_999) == ["scheduled"]
+        assert self.listed(subject, ready, at_ms=9_999) == ["ready"]
+        assert self.listed(subject, scheduled, at_ms=10_000) == []
+        assert self.listed(subject, ready, at_ms=10_000) == ["scheduled", "ready"]
+        # a failed job due again is still retrying, not ready: its attempts tell another story
+        assert self.listed(subject, retrying, at_ms=10_000) == ["retrying"]
+
+    def test_list_page_without_a_filter_lists_every_job_most_recently_enqueued_first(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self._one_job_in_each_state(subject)
+
+        listed = self.listed(subject, at_ms=5_000)
+
+        assert listed == [state.value for state in reversed(JobState)]
+
+    def test_list_page_filters_by_name_queue_and_tenant(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        jobs = [
+            ("a", JOB, "billing", "t-1"),
+            ("b", OTHER_JOB, "billing", "t-2"),
+            ("c", JOB, "mail", None),
+            ("d", OTHER_JOB, "mail", "t-1"),
+        ]
+        for index, (job_id, name, queue, tenant) in enumerate(jobs):
+            job = new_job(
+                subject, job_id, name=name, queue=queue, tenant=tenant, enqueued_at_ms=index
+            )
+            self.add(subject, job)
+
+        assert self.listed(subject, JobFilter(name=JOB)) == ["c", "a"]
+        assert self.listed(subject, JobFilter(name=OTHER_JOB)) == ["d", "b"]
+        assert self.listed(subject, JobFilter(queue="mail")) == ["d", "c"]
+        assert self.listed(subject, JobFilter(tenant_id="t-1")) == ["d", "a"]
+        assert self.listed(subject, JobFilter(tenant_id="t-3")) == []
+        assert self.listed(subject, JobFilter(name=OTHER_JOB, tenant_id="t-1")) == ["d"]
+        assert self.listed(subject, JobFilter(name=JOB, queue="billing")) == ["a"]
+        assert self.listed(subject, JobFilter(name="billing.unknown")) == []
+
+    def test_list_page_filters_by_when_a_job_was_enqueued_and_finished(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        for index in range(5):
+            self.add(subject, new_job(subject, f"e{index}", enqueued_at_ms=index * 1_000))
+        subject.store.complete(self.claim(subject, "e1", at_ms=4_500).lease, now=ms(subject, 5_000))
+        subject.store.complete(self.claim(subject, "e2", at_ms=4_500).lease, now=ms(subject, 6_000))
+        assert subject.store.cancel("e3", tenant_id=None, now=ms(subject, 7_000))
+
+        def since(enqueued: int | None = None, finished: int | None = None) -> list[str]:
+            where = JobFilter(
+                enqueued_since=None if enqueued is None else ms(subject, enqueued),
+                finished_since=None if finished is None else ms(subject, finished),
+            )
+            return self.listed(subject, where, at_ms=8_000)
+
+        assert since(enqueued=2_000) == ["e4", "e3", "e2"]
+        assert since(enqueued=2_001) == ["e4", "e3"]
+        assert since(finished=6_000) == ["e3", "e2"]
+        assert since(finished=6_001) == ["e3"]
+        assert since(finished=0) == ["e3", "e2", "e1"]  # never a job not finished
+        assert since(enqueued=2_000, finished=0) == ["e3", "e2"]
+
+    def test_list_page_combines_every_filter(self, job_store_subject: JobStoreSubject) -> None:
+        subject = job_store_subject
+        # each decoy misses the filter on one field only
+        jobs: dict[str, dict[str, Any]] = {
+            "hit": {"enqueued_at_ms": 2_000},
+            "hit-2": {"enqueued_at_ms": 2_500},
+            "other-name": {"name": OTHER_JOB},
+            "other-queue": {"queue": "mail"},
+            "other-tenant": {"tenant": "t-2"},
+            "no-tenant": {"tenant": None},
+            "enqueued-early": {"enqueued_at_ms": 0},
+            "finished-early": {},
+            "cancelled": {},
+        }
+        for job_id, fields in jobs.items():
+            self.add(
+                subject,
+                new_job(subject, job_id, **{"enqueued_at_ms": 1_500, "tenant": "t-1", **fields}),
+            )
+        for job_id in jobs:
+            if job_id == "cancelled":
+                assert subject.store.cancel(job_id, tenant_id=None, now=ms(subject, 5_000))
+                continue
+            lease = self.claim(subject, job_id, at_ms=3_000).lease
+            finished_at = 3_500 if job_id == "finished-early" else 5_000
+            subject.store.complete(lease, now=ms(subject, finished_at))
+        where = JobFilter(
+            state=JobState.SUCCEEDED,
+            name=JOB,
+            queue="billing",
+            tenant_id="t-1",
+            enqueued_since=ms(subject, 1_000),
+            finished_since=ms(subject, 4_000),
+        )
+
+        assert self.listed(subject, where, at_ms=6_000) == ["hit-2", "hit"]
+        assert self.listed(subject, where, at_ms=6_000, limit=1) == ["hit-2", "hit"]
+        assert all(
+            where.matches(job, ms(subject, 6_000))
+            for page in self.pages(subject, where)
+            for job in page.jobs
+        )
+
+    def _add_in_listing_order(self, subject: JobStoreSubject) -> list[str]:
+        """Nine jobs in three groups enqueued at the same instant, their ids added out of
+        order: what a listing of them must answer, (enqueued_at, id) descending."""
+        for index in range(9):
+            job_id = f"job-{(index * 4) % 9}"
+            self.add(subject, new_job(subject, job_id, enqueued_at_ms=(index // 3) * 1_000))
+        # groups at 0, 1 and 2 s: {0, 4, 8}, {3, 7, 2}, {6, 1, 5}
+        return [f"job-{i}" for i in (6, 5, 1, 7, 3, 2, 8, 4, 0)]
+
+    @pytest.mark.parametrize(
+        ("limit", "sizes"), [(4, [4, 4, 1]), (3, [3, 3, 3]), (9, [9]), (50, [9])]
+    )
+    def test_list_page_pages_through_every_job_without_gaps_or_repeats(
+        self, job_store_subject: JobStoreSubject, limit: int, sizes: list[int]
+    ) -> None:
+        subject = job_store_subject
+        expected = self._add_in_listing_order(subject)
+
+        pages = self.pages(subject, limit=limit)
+
+        assert [job.id for page in pages for job in page.jobs] == expected
+        assert [len(page.jobs) for page in pages] == sizes  # the last page ends: no empty one
+        assert [page.cursor is None for page in pages] == [False] * (len(sizes) - 1) + [True]
+
+    def test_a_filtered_listing_pages_through_every_job_it_reaches(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        expected = self._add_in_listing_order(subject)
+        for job_id in expected[1::2]:
+            subject.store.complete(
+                self.claim(subject, job_id, at_ms=5_000).lease, now=ms(subject, 6_000)
+            )
+        queued = JobFilter(state=JobState.READY, queue="billing", tenant_id=None)
+        finished = JobFilter(finished_since=ms(subject, 6_000), name=JOB)
+
+        for limit in (1, 2, 3):
+            assert self.listed(subject, queued, at_ms=7_000, limit=limit) == expected[0::2]
+            assert self.listed(subject, finished, at_ms=7_000, limit=limit) == expected[1::2]
+
+    def test_jobs_added_between_pages_are_listed_in_their_place_never_twice(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        for index in range(1, 7):
+            self.add(subject, new_job(subject, f"j{index}", enqueued_at_ms=index * 1_000))
+        first = subject.store.list_page(JobFilter(), now=subject.start, limit=3)
+        assert [job.id for job in first.jobs] == ["j6", "j5", "j4"]
+        assert first.cursor is not None
+
+        # after the cursor (j4 at 4 s): older, or enqueued with j4 and a smaller id
+        self.add(subject, new_job(subject, "newer", enqueued_at_ms=9_000))
+        self.add(subject, new_job(subject, "j5a", enqueued_at_ms=4_000))
+        self.add(subject, new_job(subject, "j3a", enqueued_at_ms=4_000))
+        self.add(subject, new_job(subject, "older", enqueued_at_ms=500))
+        subject.store.complete(self.claim(subject, "j2").lease, now=ms(subject, 1))
+        second = subject.peer.list_page(
+            JobFilter(), now=subject.start, limit=3, cursor=first.cursor
+        )
+        assert second.cursor is not None
+        third = subject.store.list_page(
+            JobFilter(), now=subject.start, limit=3, cursor=second.cursor
+        )
+
+        assert [job.id for job in second.jobs] == ["j3a", "j3", "j2"]
+        assert [job.id for job in third.jobs] == ["j1", "older"]
+        assert third.cursor is None
+        assert second.jobs[2].status is JobStatus.SUCCEEDED
+
+    def test_a_listing_reaching_nothing_is_one_empty_page(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        empty = subject.store.list_page(JobFilter(), now=subject.start)
+        self.add(subject, new_job(subject, "job-1"))
+        none = subject.store.list_page(JobFilter(state=JobState.DEAD), now=subject.start)
+
+        assert (empty.jobs, empty.cursor) == ([], None)
+        assert (none.jobs, none.cursor) == ([], None)
+
+    @pytest.mark.parametrize("cursor", ["", "not a cursor", "%%%", "\x00"])
+    def test_a_cursor_the_store_did_not_give_is_refused(
+        self, job_store_subject: JobStoreSubject, cursor: str
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+
+        with pytest.raises(ValueError, match="cursor"):
+            subject.store.list_page(JobFilter(), now=subject.start, cursor=cursor)
+
+    @pytest.mark.parametrize("limit", [0, -1])
+    def test_list_page_refuses_a_limit_that_is_not_positive(
+        self, job_store_subject: JobStoreSubject, limit: int
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+
+        with pytest.raises(ValueError, match="limit"):
+            subject.store.list_page(JobFilter(), now=subject.start, limit=limit)
+
+    @pytest.mark.parametrize("naive", ["now", "enqueued_since", "finished_since"])
+    def test_list_page_refuses_a_naive_instant(
+        self, job_store_subject: JobStoreSubject, naive: str
+    ) -> None:
+        subject = job_store_subject
+        aware, unaware = subject.start, subject.start.replace(tzinfo=None)
+        store = subject.store
+
+        asked = {
+            "now": lambda: store.list_page(JobFilter(), now=unaware),
+            "enqueued_since": lambda: store.list_page(JobFilter(enqueued_since=unaware), now=aware),
+            "finished_since": lambda: store.list_page(JobFilter(finished_since=unaware), now=aware),
+        }
+
+        with pytest.raises(ValueError, match="aware"):
+            asked[naive]()
+
+    # -- each attempt's record ---------------------------------------------------------------
+
+    @pytest.mark.parametrize("call", ["claim_job", "claim_due"])
+    def test_a_claim_starts_an_attempt_record_on_its_worker(
+        self, job_store_subject: JobStoreSubject, call: str
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        now = ms(subject, 1_000)
+
+        if call == "claim_job":
+            claimed = subject.store.claim_job("job-1", now=now, lease_ms=LEASE_MS, worker=WORKER)
+            assert claimed is not None
+        else:
+            claims = subject.store.claim_due(
+                ["billing"], now=now, lease_ms=LEASE_MS, limit=5, worker=WORKER
+            )
+            assert len(claims) == 1
+
+        assert self.found(subject, "job-1", peer=True).history == (AttemptRecord(1, now, WORKER),)
+
+    def test_a_claim_naming_no_worker_records_none(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        self.claim(subject, "job-1", at_ms=5)
+
+        assert self.found(subject, "job-1").history == (AttemptRecord(1, ms(subject, 5), None),)
+
+    @pytest.mark.parametrize(
+        ("conclusion", "outcome", "error"),
+        [
+            ("complete", AttemptOutcome.SUCCEEDED, (None, None)),
+            ("fail with a retry", AttemptOutcome.FAILED, ("JOB_TIMEOUT", "JobTimeoutError")),
+            ("fail for the last time", AttemptOutcome.FAILED, ("BOOM", "BoomError")),
+            ("release", AttemptOutcome.RELEASED, (None, None)),
+            ("cancel", AttemptOutcome.CANCELLED, (None, None)),
+            (
+                "expire_leases",
+                AttemptOutcome.INTERRUPTED,
+                (JOB_INTERRUPTED, JobInterruptedError.__name__),
+            ),
+        ],
+    )
+    def test_each_conclusion_ends_the_attempt_record_with_its_outcome(
+        self,
+        job_store_subject: JobStoreSubject,
+        conclusion: str,
+        outcome: AttemptOutcome,
+        error: tuple[str | None, str | None],
+    ) -> None:
+        subject, store = job_store_subject, job_store_subject.store
+        self.add(subject, new_job(subject, "job-1"))
+        lease = self.claim(subject, "job-1", at_ms=1_000, worker=WORKER).lease
+        ended_at = 1_000 + LEASE_MS + 1 if conclusion == "expire_leases" else 2_000
+        now = ms(subject, ended_at)
+
+        if conclusion == "complete":
+            store.complete(lease, now=now)
+        elif conclusion == "fail with a retry":
+            self.fail(
+                subject,
+                lease,
+                at_ms=ended_at,
+                retry_at_ms=3_000,
+                error=("JOB_TIMEOUT", "JobTimeoutError"),
+            )
+        elif conclusion == "fail for the last time":
+            self.fail(subject, lease, at_ms=ended_at, error=("BOOM", "BoomError"))
+        elif conclusion == "release":
+            store.release(lease, now=now)
+        elif conclusion == "cancel":
+            assert store.cancel("job-1", tenant_id=None, now=now)
+        else:
+            [expired] = store.expire_leases(now=now, limit=10)
+            assert expired.history == self.found(subject, "job-1").history
+
+        record = AttemptRecord(1, ms(subject, 1_000), WORKER, outcome, now, *error)
+        assert self.found(subject, "job-1", peer=True).history == (record,)
+
+    def test_the_history_tells_each_attempt_oldest_first(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject, store = job_store_subject, job_store_subject.store
+        expired_at = 4_000 + LEASE_MS + 1
+        self.add(subject, new_job(subject, "job-1", max_attempts=3))
+        store.release(
+            self.claim(subject, "job-1", 1_000, worker="w-1").lease, now=ms(subject, 1_500)
+        )
+        lease = self.claim(subject, "job-1", 2_000, worker="w-2").lease
+        self.fail(
+            subject, lease, at_ms=3_000, retry_at_ms=4_000, error=("JOB_TIMEOUT", "JobTimeoutError")
+        )
+        self.claim(subject, "job-1", 4_000, worker="w-1")
+        store.expire_leases(now=ms(subject, expired_at), limit=10)
+        last = self.claim(subject, "job-1", expired_at, worker="w-3").lease
+        store.complete(last, now=ms(subject, expired_at + 100))
+
+        history = self.found(subject, "job-1", peer=True).history
+
+        at = partial(ms, subject)
+        assert history == (
+            AttemptRecord(1, at(1_000), "w-1", AttemptOutcome.RELEASED, at(1_500)),
+            AttemptRecord(
+                1,
+                at(2_000),
+                "w-2",
+                AttemptOutcome.FAILED,
+                at(3_000),
+                "JOB_TIMEOUT",
+                "JobTimeoutError",
+            ),
+            AttemptRecord(
+                2,
+                at(4_000),
+                "w-1",
+                AttemptOutcome.INTERRUPTED,
+                at(expired_at),
+                JOB_INTERRUPTED,
+                JobInterruptedError.__name__,
+            ),
+            AttemptRecord(3, at(expired_at), "w-3", AttemptOutcome.SUCCEEDED, at(expired_at + 100)),
+        )
+
+    @pytest.mark.parametrize("call", ["claim_job", "claim_due"])
+    def test_a_claim_repeated_with_its_token_appends_no_record(
+        self, job_store_subject: JobStoreSubject, call: str
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+
+        for store, at in ((subject.store, 10), (subject.peer, 1_010)):
+            if call == "claim_job":
+                store.claim_job(
+                    "job-1", now=ms(subject, at), lease_ms=LEASE_MS, token="a", worker=WORKER
+                )
+            else:
+                store.claim_due(
+                    ["billing"],
+                    now=ms(subject, at),
+                    lease_ms=LEASE_MS,
+                    limit=5,
+                    token="a",
+                    worker=WORKER,
+                )
+
+        assert self.found(subject, "job-1").history == (AttemptRecord(1, ms(subject, 10), WORKER),)
+
+    def test_the_history_keeps_the_last_attempts_only(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        total = ATTEMPTS_KEPT + 3
+        self.add(subject, new_job(subject, "job-1", max_attempts=total))
+        for attempt in range(1, total + 1):
+            lease = self.claim(subject, "job-1", attempt * 10, worker=f"w-{attempt}").lease
+            retry_at_ms = None if attempt == total else (attempt + 1) * 10
+            self.fail(subject, lease, at_ms=attempt * 10 + 1, retry_at_ms=retry_at_ms)
+
+        job = self.found(subject, "job-1", peer=True)
+
+        assert (job.status, job.attempts) == (JobStatus.DEAD, total)
+        assert len(job.history) == ATTEMPTS_KEPT
+        assert [record.number for record in job.history] == list(range(4, total + 1))
+        assert [record.worker for record in job.history] == [f"w-{n}" for n in range(4, total + 1)]
+        assert all(record.outcome is AttemptOutcome.FAILED for record in job.history)
+        assert job.history[-1].ended_at == ms(subject, total * 10 + 1)
+
+    def test_retry_dead_keeps_the_history(self, job_store_subject: JobStoreSubject) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1", max_attempts=1))
+        self.fail(subject, self.claim(subject, "job-1", 10, worker="w-1").lease, at_ms=20)
+        dead = self.found(subject, "job-1").history
+
+        assert subject.store.retry_dead("job-1", tenant_id=None, now=ms(subject, 30))
+        retried = self.found(subject, "job-1").history
+        self.claim(subject, "job-1", 40, worker="w-2")
+
+        assert retried == dead
+        assert self.found(subject, "job-1", peer=True).history == (
+            AttemptRecord(
+                1, ms(subject, 10), "w-1", AttemptOutcome.FAILED, ms(subject, 20), "X", "E"
+            ),
+            AttemptRecord(1, ms(subject, 40), "w-2"),
+        )
+
+    @pytest.mark.parametrize("before", ["queued", "failed"])
+    def test_a_cancel_of_a_job_not_running_leaves_its_history(
+        self, job_store_subject: JobStoreSubject, before: str
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1"))
+        if before == "failed":
+            self.fail(
+                subject, self.claim(subject, "job-1", worker=WORKER).lease, at_ms=5, retry_at_ms=9
+            )
+        history = self.found(subject, "job-1").history
+
+        assert subject.store.cancel("job-1", tenant_id=None, now=ms(subject, 7))
+
+        assert self.found(subject, "job-1").history == history
+        assert len(history) == (0 if before == "queued" else 1)
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def _finish(self, subject: JobStoreSubject, job_id: str, status: JobStatus, at_ms: int) -> None:
+        """Add ``job_id`` and end it in the finished ``status`` at ``at_ms``."""
+        self.add(subject, new_job(subject, job_id, max_attempts=1))
+        if status is JobStatus.CANCELLED:
+            assert subject.store.cancel(job_id, tenant_id=None, now=ms(subject, at_ms))
+            return
+        lease = self.claim(subject, job_id).lease
+        if status is JobStatus.SUCCEEDED:
+            subject.store.complete(lease, now=ms(subject, at_ms))
+        else:
+            self.fail(subject, lease, at_ms=at_ms)
+
+    def test_purge_finished_deletes_only_the_statuses_it_is_given(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        for job_id, status in (
+            ("s", JobStatus.SUCCEEDED),
+            ("c", JobStatus.CANCELLED),
+            ("d", JobStatus.DEAD),
+        ):
+            self._finish(subject, job_id, status, 10)
+        retained = {JobStatus.SUCCEEDED, JobStatus.CANCELLED}
+
+        assert subject.store.purge_finished(before=ms(subject, 500), statuses=retained) == 2
+
+        assert self.listed(subject) == ["d"]
+        assert subject.peer.find("s", tenant_id=None) is None
+        assert self.listed(subject, JobFilter(state=JobState.SUCCEEDED)) == []
+        assert subject.peer.purge_finished(before=ms(subject, 500), statuses={JobStatus.DEAD}) == 1
+        assert self.listed(subject) == []
+
+    def test_purge_finished_deletes_at_most_its_limit_the_oldest_finished_first(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        finished = [
+            ("j3", JobStatus.SUCCEEDED, 10),
+            ("j0", JobStatus.CANCELLED, 20),
+            ("j4", JobStatus.DEAD, 30),
+            ("j1", JobStatus.SUCCEEDED, 40),
+            ("j2", JobStatus.CANCELLED, 50),
+            ("at-before", JobStatus.SUCCEEDED, 1_000),
+        ]
+        for job_id, status, at_ms in sorted(finished):
+            self._finish(subject, job_id, status, at_ms)
+        before = ms(subject, 1_000)
+        left = []
+
+        for store in (subject.store, subject.peer, subject.store, subject.peer):
+            purged = store.purge_finished(before=before, limit=2)
+            left.append((purged, set(self.listed(subject))))
+
+        assert left == [
+            (2, {"j4", "j1", "j2", "at-before"}),
+            (2, {"j2", "at-before"}),
+            (1, {"at-before"}),
+            (0, {"at-before"}),
+        ]
+
+    def test_purge_finished_frees_the_idempotency_keys_of_the_jobs_it_deletes(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add(subject, new_job(subject, "job-1", tenant="t-1", key="statement-10"))
+        self.add(subject, new_job(subject, "kept", tenant="t-1", key="statement-11"))
+        subject.store.complete(self.claim(subject, "job-1").lease, now=ms(subject, 10))
+
+        assert subject.store.purge_finished(before=ms(subject, 500)) == 1
+
+        assert (
+            self.add(subject, new_job(subject, "job-2", tenant="t-1", key="statement-10"))
+            == "job-2"
+        )
+        assert (
+            self.add(subject, new_job(subject, "job-3", tenant="t-1", key="statement-11")) == "kept"
+        )
+        assert set(self.listed(subject)) == {"job-2", "kept"}
+
+    @pytest.mark.parametrize("status", [JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED])
+    def test_purge_finished_refuses_a_status_that_is_not_finished(
+        self, job_store_subject: JobStoreSubject, status: JobStatus
+    ) -> None:
+        subject = job_store_subject
+        self._finish(subject, "done", JobStatus.SUCCEEDED, 10)
+
+        with pytest.raises(ValueError, match="finished"):
+            subject.store.purge_finished(
+                before=ms(subject, 500), statuses={JobStatus.SUCCEEDED, status}
+            )
+        assert self.listed(subject) == ["done"]
+
+    @pytest.mark.parametrize("limit", [0, -1])
+    def test_purge_finished_refuses_a_limit_that_is_not_positive(
+        self, job_store_subject: JobStoreSubject, limit: int
+    ) -> None:
+        subject = job_store_subject
+        self._finish(subject, "done", JobStatus.SUCCEEDED, 10)
+
+        with pytest.raises(ValueError, match="limit"):
+            subject.store.purge_finished(before=ms(subject, 500), limit=limit)
+        assert self.listed(subject) == ["done"]
+
+    def test_purge_finished_refuses_a_naive_instant(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self._finish(subject, "done", JobStatus.SUCCEEDED, 10)
+
+        with pytest.raises(ValueError, match="aware"):
+            subject.store.purge_finished(before=ms(subject, 500).replace(tzinfo=None))
+        assert self.listed(subject) == ["done"]
+
     # -- the relay ----------------------------------------------------------------------------
 
     def test_take_due_publishes_a_delayed_job_once_when_it_is_due(
@@ -1208,7 +1945,7 @@ class JobStoreContract:
 
     # -- tenants --------------------------------------------------------------------------
 
-    @pytest.mark.parametrize("call", ["find", "cancel", "retry_dead", "list_jobs"])
+    @pytest.mark.parametrize("call", ["find", "cancel", "retry_dead", "list_jobs", "list_page"])
     def test_the_empty_tenant_id_is_refused(
         self, job_store_subject: JobStoreSubject, call: str
     ) -> None:
@@ -1222,6 +1959,7 @@ class JobStoreContract:
             "cancel": lambda: store.cancel("job-1", tenant_id="", now=now),
             "retry_dead": lambda: store.retry_dead("job-1", tenant_id="", now=now),
             "list_jobs": lambda: store.list_jobs(tenant_id=""),
+            "list_page": lambda: store.list_page(JobFilter(tenant_id=""), now=now),
         }
 
         with pytest.raises(ValueError, match="tenant"):
