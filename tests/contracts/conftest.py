@@ -40,6 +40,7 @@ from ddd_celery.redis import (
     connect,
 )
 from ddd_celery.redis.occurrence_store import RedisOccurrenceStore
+from ddd_celery.redis.pauses import RedisJobPauses
 from ddd_celery.scheduling.checkpoints import InMemoryJobCheckpoints
 from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
 from ddd_celery.scheduling.occurrence_store import (
@@ -47,6 +48,7 @@ from ddd_celery.scheduling.occurrence_store import (
     OccurrenceStore,
     occurrence_store,
 )
+from ddd_celery.scheduling.pauses import InMemoryJobPauses
 from ddd_celery.scheduling.run_state import Claim, InMemoryJobRunState
 from ddd_celery.sql import (
     SqlAlchemyUnitOfWork,
@@ -60,6 +62,7 @@ from ddd_celery.sql import (
     sqlite_engine,
 )
 from ddd_celery.sql.occurrence_store import SqlOccurrenceStore
+from ddd_celery.sql.pauses import SqlJobPauses
 from ddd_celery.sql.process_store import (
     SqlProcessStore,
     create_process_tables,
@@ -71,6 +74,7 @@ from ddd_celery.testing.contracts.job_store import JobStoreSubject
 from ddd_celery.testing.contracts.last_runs import JobLastRunsSubject
 from ddd_celery.testing.contracts.lock import LockSubject
 from ddd_celery.testing.contracts.occurrence_store import OccurrenceStoreSubject
+from ddd_celery.testing.contracts.pauses import JobPausesSubject
 from ddd_celery.testing.contracts.process_store import ProcessStoreSubject
 from ddd_celery.testing.contracts.run_state import JobRunStateSubject
 
@@ -105,6 +109,7 @@ LOCKS = [adapter("memory"), adapter("redis"), adapter("postgresql"), adapter("sq
 CHECKPOINTS = [adapter("memory"), adapter("redis"), adapter("postgresql"), adapter("sqlite")]
 RUN_STATES = [adapter("memory"), adapter("redis"), adapter("postgresql"), adapter("sqlite")]
 LAST_RUNS = [adapter("memory"), adapter("redis"), adapter("postgresql"), adapter("sqlite")]
+PAUSES = [adapter("memory"), adapter("redis"), adapter("postgresql"), adapter("sqlite")]
 OCCURRENCE_STORES = [
     adapter("memory"),
     adapter("redis"),
@@ -328,6 +333,24 @@ def last_runs_subject(request: pytest.FixtureRequest) -> JobLastRunsSubject:
             return JobLastRunsSubject(
                 last_runs=SqlJobLastRuns(database.engine, prefix=database.prefix),
                 peer=SqlJobLastRuns(database.peer, prefix=database.prefix),
+            )
+
+
+@pytest.fixture(params=PAUSES)
+def pauses_subject(request: pytest.FixtureRequest) -> JobPausesSubject:
+    match service_of(request):
+        case None:
+            pauses = InMemoryJobPauses()
+            return JobPausesSubject(pauses=pauses, peer=pauses)
+        case RedisNamespace() as redis:
+            return JobPausesSubject(
+                pauses=RedisJobPauses(redis.client, prefix=redis.prefix),
+                peer=RedisJobPauses(redis.peer, prefix=redis.prefix),
+            )
+        case Database() as database:
+            return JobPausesSubject(
+                pauses=SqlJobPauses(database.engine, prefix=database.prefix),
+                peer=SqlJobPauses(database.peer, prefix=database.prefix),
             )
 
 

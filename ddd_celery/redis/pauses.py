@@ -1,0 +1,66 @@
+"""The pauses of the scheduled jobs on Redis, read by every beat in one round trip."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+
+from redis import Redis
+
+from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
+from ddd_celery.scheduling.pauses import (
+    JobPauses,
+    Pause,
+    new_pause,
+    pause_as_dict,
+    pause_from_dict,
+)
+
+
+class RedisJobPauses(JobPauses):
+    """One hash, ``<prefix>pauses``: a field per paused job, its pause as JSON; no expiry.
+
+    ``paused`` is one HGETALL, whatever the number of jobs. A pause is HSETNX then HGET in one
+    MULTI (one round trip, atomic), so a pause sent again, or racing another, keeps the first;
+    a resume is HGET then HDEL in one MULTI. Raises ``StoreUnavailableError`` when Redis cannot
+    be asked.
+    """
+
+    def __init__(self, client: Redis, *, prefix: str = "ddd_celery:") -> None:
+        self._client = client
+        self._key = f"{prefix}pauses"
+
+    @property
+    def client(self) -> Redis:
+        """The client this store asks, for the line that says it cannot be reached."""
+        return self._client
+
+    def pause(self, job: str, *, by: str, at: datetime, reason: str | None = None) -> Pause:
+        record = json.dumps(pause_as_dict(new_pause(job, by=by, at=at, reason=reason)))
+        with (
+            unavailable_as(StoreUnavailableError, f"pause {job!r}"),
+            self._client.pipeline(transaction=True) as pipe,
+        ):
+            pipe.hsetnx(self._key, job, record)
+            pipe.hget(self._key, job)
+            _, kept = pipe.execute()
+        return pause_from_dict(json.loads(kept))
+
+    def resume(self, job: str) -> Pause | None:
+        with (
+            unavailable_as(StoreUnavailableError, f"resume {job!r}"),
+            self._client.pipeline(transaction=True) as pipe,
+        ):
+            pipe.hget(self._key, job)
+            pipe.hdel(self._key, job)
+            removed, _ = pipe.execute()
+        return None if removed is None else pause_from_dict(json.loads(removed))
+
+    def paused(self) -> Mapping[str, Pause]:
+        with unavailable_as(StoreUnavailableError, "read the pauses"):
+            fields = self._client.hgetall(self._key)
+        return {
+            pause.job: pause
+            for pause in (pause_from_dict(json.loads(value)) for value in fields.values())
+        }
