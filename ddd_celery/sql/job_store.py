@@ -40,9 +40,10 @@ Outside a unit of work, every method is a short transaction of the store's own.
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -62,17 +63,26 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    tuple_,
+    union_all,
     update,
 )
 
 from ddd_celery.background.errors import JOB_INTERRUPTED, InvalidEnqueueError, JobInterruptedError
 from ddd_celery.background.rules import redispatch_wait_ms, tenant_filter, tenant_key_of
 from ddd_celery.background.store import (
+    ATTEMPTS_KEPT,
     CLAIMABLE,
+    FINISHED_STATUSES,
+    AttemptOutcome,
+    AttemptRecord,
     ClaimedJob,
     Dispatch,
     EnqueuedBy,
+    JobFilter,
     JobLease,
+    JobPage,
+    JobState,
     JobStats,
     JobStatus,
     JobStore,
@@ -82,7 +92,7 @@ from ddd_celery.background.store import (
     StoredJob,
 )
 from ddd_celery.sql.connection import Connector, from_micros, to_micros
-from ddd_celery.sql.dialects import upsert
+from ddd_celery.sql.dialects import batch_of, json_append, json_set_last, upsert
 from ddd_celery.sql.errors import StoreUnavailableError, UnstorableValueError
 from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
 from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
@@ -137,7 +147,8 @@ class SqlJobStore(JobStore):
         self._keyed = select(table.c.id).where(
             table.c.tenant == bindparam("tenant"), table.c.idempotency_key == bindparam("key")
         )
-        self._claim_one = _claim_one(table)
+        self._claim_one = _claim_one(engine, table)
+        self._engine = engine
         self._reports: dict[tuple[str, tuple[str, ...]], tuple[Any, Any]] = {}
 
     def store_time(self) -> datetime | None:
@@ -203,14 +214,27 @@ class SqlJobStore(JobStore):
             ) from error
 
     def claim_job(
-        self, job_id: str, *, now: datetime, lease_ms: int, token: str | None = None
+        self,
+        job_id: str,
+        *,
+        now: datetime,
+        lease_ms: int,
+        token: str | None = None,
+        worker: str | None = None,
     ) -> ClaimedJob | None:
         at = to_micros(now, "now")
         expires = at + _positive(lease_ms) * 1000
         token = uuid.uuid4().hex if token is None else token
         if not self._storable(job_id, token):
             return None
-        values = {"job_id": job_id, "at": at, "token": token, "expires": expires}
+        worker = worker if self._storable(worker) else None
+        values = {
+            "job_id": job_id,
+            "at": at,
+            "token": token,
+            "expires": expires,
+            "worker": worker,
+        }
 
         def work(connection: Connection, again: bool) -> Row[Any] | None:
             return connection.execute(self._claim_one, values).first()
@@ -226,10 +250,12 @@ class SqlJobStore(JobStore):
         lease_ms: int,
         limit: int,
         token: str | None = None,
+        worker: str | None = None,
     ) -> list[ClaimedJob]:
         if not queues or limit <= 0:
             return []
         at = to_micros(now, "now")
+        worker = worker if self._storable(worker) else None
         expires = at + _positive(lease_ms) * 1000
         given = token is not None
         stem = f"{uuid.uuid4().hex if token is None else token}:"
@@ -250,10 +276,11 @@ class SqlJobStore(JobStore):
         order = func.row_number().over(order_by=(picked.c.run_at, picked.c.id)) - 1
         numbered = select(picked.c.id, order.label("n")).cte("numbered")
         lease_token = literal(stem, Text) + cast(numbered.c.n, Text)
+        started = _started(self._engine, table, literal(at, BigInteger), literal(worker, Text))
         claim = (
             update(table)
             .where(table.c.id == numbered.c.id, table.c.status.in_(_CLAIMABLE))
-            .values(**_claim_values(table, lease_token, expires))
+            .values(**_claim_values(table, lease_token, expires, started))
             .returning(*table.c)
         )
         again_claim = (
@@ -304,7 +331,8 @@ class SqlJobStore(JobStore):
     def complete(self, lease: JobLease, *, now: datetime) -> None:
         at = to_micros(now, "now")
         no_error = {"last_error_code": None, "last_error_type": None}  # none of an earlier attempt
-        self._report(lease, "complete", {**_finished(JobStatus.SUCCEEDED, at), **no_error})
+        values = {**_finished(JobStatus.SUCCEEDED, at), **no_error}
+        self._report(lease, "complete", values, ended={"end_at": at})
 
     def fail(
         self,
@@ -322,12 +350,13 @@ class SqlJobStore(JobStore):
         else:
             retry = to_micros(retry_at, "retry_at")
             values = {**_claimable(JobStatus.FAILED, retry), **errors}
-        self._report(lease, "fail", values)
+        ended = {"end_at": at, "end_code": error_code, "end_type": error_type}
+        self._report(lease, "fail", values, ended=ended)
 
     def release(self, lease: JobLease, *, now: datetime) -> None:
         at = to_micros(now, "now")
         values = {**_claimable(JobStatus.QUEUED, at), "attempts": self._table.c.attempts - 1}
-        self._report(lease, "release", values)
+        self._report(lease, "release", values, ended={"end_at": at})
 
     def cancel(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
         at = to_micros(now, "now")
@@ -336,10 +365,12 @@ class SqlJobStore(JobStore):
             return False
         table = self._table
         cancellable = [*_CLAIMABLE, _RUNNING]
+        ended = _ended(self._engine, table, AttemptOutcome.CANCELLED, literal(at, BigInteger))
         cancel = (
             update(table)
             .where(table.c.id == job_id, table.c.status.in_(cancellable), reach)
             .values(**_finished(JobStatus.CANCELLED, at), lease_ended=None)
+            .values(history=case((table.c.status == _RUNNING, ended), else_=table.c.history))
             .returning(table.c.id)
         )
         cancelled = select(table.c.id).where(
@@ -394,52 +425,115 @@ class SqlJobStore(JobStore):
 
         return self._connector.run(f"retry the dead job {_named(job_id)}", work)
 
-    def list_jobs(
-        self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
-    ) -> list[StoredJob]:
-        reach = self._reach(tenant_id)
-        if limit <= 0 or not self._storable(tenant_id):
-            return []
+    def list_page(
+        self, where: JobFilter, *, now: datetime, limit: int = 50, cursor: str | None = None
+    ) -> JobPage:
+        at = to_micros(now, "now")
+        reach = self._reach(where.tenant_id)
+        if isinstance(limit, bool) or limit <= 0:
+            raise ValueError(f"limit is a positive number of jobs a page holds, not {limit}")
+        after = self._position(cursor)
         table = self._table
-        query = select(table).where(reach)
-        if status is not None:
-            query = query.where(table.c.status == JobStatus(status).value)
-        query = query.order_by(table.c.enqueued_at.desc(), table.c.id.desc()).limit(limit)
+        narrowed = [reach]
+        if where.name is not None:
+            narrowed.append(table.c.name == where.name)
+        if where.queue is not None:
+            narrowed.append(table.c.queue == where.queue)
+        if where.enqueued_since is not None:
+            narrowed.append(table.c.enqueued_at >= to_micros(where.enqueued_since, "since"))
+        if where.finished_since is not None:
+            narrowed.append(table.c.finished_at >= to_micros(where.finished_since, "since"))
+        if after is not None:
+            narrowed.append(tuple_(table.c.enqueued_at, table.c.id) < tuple_(*after))
+        if not self._storable(where.name, where.queue, where.tenant_id):
+            return JobPage([], None)
+        newest = (table.c.enqueued_at.desc(), table.c.id.desc())
+        # one range per status, each read newest first on an index that starts with the
+        # status (and the name or the tenant), merged: a page of any status costs a page per
+        # status, never a sort of every job of that name or tenant
+        ranges = [
+            select(table.c.id, table.c.enqueued_at)
+            .where(*narrowed, *_in_state(table, state, at))
+            .order_by(*newest)
+            .limit(limit + 1)
+            for state in ([where.state] if where.state is not None else _STATES)
+        ]
+        if len(ranges) == 1:
+            picked = ranges[0].subquery()
+        else:
+            merged = union_all(*(select(part.subquery()) for part in ranges)).subquery()
+            picked = (
+                select(merged.c.id)
+                .order_by(merged.c.enqueued_at.desc(), merged.c.id.desc())
+                .limit(limit + 1)
+                .subquery()
+            )
+        query = select(table).join(picked, table.c.id == picked.c.id).order_by(*newest)
         rows = self._connector.run(
             "list the jobs", lambda connection, again: connection.execute(query).all()
         )
-        return [_job(row) for row in rows]
+        jobs = [_job(row) for row in rows[:limit]]
+        if len(rows) <= limit:
+            return JobPage(jobs, None)
+        last = rows[limit - 1]
+        return JobPage(jobs, _cursor(last.enqueued_at, last.id))
 
-    def purge_finished(self, *, before: datetime) -> int:
+    def purge_finished(
+        self,
+        *,
+        before: datetime,
+        statuses: Collection[JobStatus] = FINISHED_STATUSES,
+        limit: int | None = None,
+    ) -> int:
         at = to_micros(before, "before")
+        chosen = sorted({JobStatus(status) for status in statuses})
+        unfinished = [status.value for status in chosen if not status.finished]
+        if unfinished:
+            raise ValueError(f"only finished jobs are purged, not {', '.join(unfinished)} ones")
+        if limit is not None and (isinstance(limit, bool) or limit <= 0):
+            raise ValueError(f"limit is a positive number of jobs to purge, not {limit}")
+        if not chosen:
+            return 0
         table = self._table
-        batch = (
-            select(table.c.id)
-            .where(table.c.status.in_(_FINISHED), table.c.finished_at < at)
-            .limit(PURGE_BATCH)
-        )
         purged = 0
-        while True:
+        while limit is None or purged < limit:
+            size = PURGE_BATCH if limit is None else min(PURGE_BATCH, limit - purged)
+            batch = delete(table).where(
+                batch_of(self._engine, table.c.id, _oldest(table, chosen, at, size))
+            )
+            # not sent again on a lost reply: a second send would purge the next batch, the
+            # count would miss the first; the next pass purges what this one left
             with self._connector.transaction("purge the finished jobs", single=True) as connection:
-                deleted = connection.execute(
-                    delete(table).where(table.c.id.in_(batch.scalar_subquery()))
-                ).rowcount
+                deleted = connection.execute(batch).rowcount
             purged += deleted
-            if deleted < PURGE_BATCH:
-                return purged
+            if deleted < size:
+                break
+        return purged
 
     def stats(self) -> JobStats:
         table = self._table
-        query = select(table.c.queue, table.c.status, func.count()).group_by(
-            table.c.queue, table.c.status
-        )
+        # each count read on an index that starts with what it groups by (queue or name, then
+        # status): the index alone, never the rows
+        per_queue = select(
+            literal("queue", Text).label("by"),
+            table.c.queue.label("key"),
+            table.c.status,
+            func.count(),
+        ).group_by(table.c.queue, table.c.status)
+        per_name = select(
+            literal("name", Text).label("by"),
+            table.c.name.label("key"),
+            table.c.status,
+            func.count(),
+        ).group_by(table.c.name, table.c.status)
+        query = union_all(per_queue, per_name)
         rows = self._connector.run(
             "count the jobs", lambda connection, again: connection.execute(query).all()
         )
-        counts: dict[str, dict[JobStatus, int]] = {}
-        for queue, status, count in rows:
-            counts.setdefault(queue, {})[JobStatus(status)] = int(count)
-        return JobStats(counts)
+        counts: dict[str, dict[str, dict[JobStatus, int]]] = {"queue": {}, "name": {}}
+        for by, key, status, count in rows:
+            counts[by].setdefault(key, {})[JobStatus(status)] = int(count)
+        return JobStats(counts["queue"], by_name=counts["name"])
 
     def take_due(
         self,
@@ -545,6 +639,14 @@ class SqlJobStore(JobStore):
                 dispatched_at=None,
                 relay_at=case((exhausted, None), else_=at),
                 redispatches=0,
+                history=_ended(
+                    self._engine,
+                    table,
+                    AttemptOutcome.INTERRUPTED,
+                    literal(at, BigInteger),
+                    error_code=literal(JOB_INTERRUPTED, Text),
+                    error_type=literal(JobInterruptedError.__name__, Text),
+                ),
             )
             .returning(*table.c)
         )
@@ -564,18 +666,29 @@ class SqlJobStore(JobStore):
         rows = self._connector.run("expire the leases", work)
         return [_job(row) for row in rows]
 
-    def _report(self, lease: JobLease, doing: str, values: dict[str, Any]) -> None:
+    def _report(
+        self,
+        lease: JobLease,
+        doing: str,
+        values: dict[str, Any],
+        *,
+        ended: dict[str, Any] | None = None,
+    ) -> None:
         """Apply ``values`` to the job if ``lease`` is still its own, else ``LostLeaseError``.
 
-        A report that ends the lease (``_ENDING``) sent again answers as the first did.
+        A report that ends the lease (``_ENDING``) sent again answers as the first did; it
+        ends the attempt's ``AttemptRecord`` too, with ``ended`` (``end_at``, and for a
+        failure ``end_code`` and ``end_type``).
         """
         ends = doing in _ENDING
         shape = (doing, tuple(sorted(values)))
         if shape not in self._reports:
-            self._reports[shape] = _report_statements(self._table, doing, values, ends)
+            history = _ended_by(self._engine, self._table, doing) if ends else None
+            self._reports[shape] = _report_statements(self._table, doing, values, history)
         report, made = self._reports[shape]
         given = {f"set_{name}": value for name, value in values.items() if _bound(value)}
         ids = {"job_id": lease.job_id, "token": lease.token}
+        given.update(ended or {})
 
         def work(connection: Connection, again: bool) -> bool:
             if connection.execute(report, {**ids, **given}).first() is not None:
@@ -597,6 +710,20 @@ class SqlJobStore(JobStore):
         if tenant_filter(tenant_id) is None:
             return literal(True)
         return self._table.c.tenant_id == tenant_id
+
+    def _position(self, cursor: str | None) -> tuple[int, str] | None:
+        """The (``enqueued_at``, id) a page's ``cursor`` names; ``ValueError`` for one this
+        store did not give."""
+        if cursor is None:
+            return None
+        try:
+            position = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
+        except (ValueError, UnicodeError):
+            position = None
+        match position:
+            case [int() as enqueued_at, str() as job_id] if self._storable(job_id):
+                return enqueued_at, job_id
+        raise ValueError("not a cursor of this job store: give back a page's cursor")
 
     def _storable(self, *texts: str | None) -> bool:
         """Whether the database can hold each of ``texts``: one it cannot names no job, so a
@@ -642,27 +769,31 @@ def _named(job_id: str) -> str:
 _QUOTED = 100
 
 
-def _claim_one(table: Any) -> Any:
+def _claim_one(engine: Engine, table: Any) -> Any:
     """``claim_job``: the job claimable and due, or running under the same token (a claim
-    sent again); parameters ``job_id``, ``at``, ``token`` and ``expires``."""
+    sent again); parameters ``job_id``, ``at``, ``token``, ``expires`` and ``worker``."""
     token = bindparam("token", type_=Text)
+    at = bindparam("at", type_=BigInteger)
+    started = _started(engine, table, at, bindparam("worker", type_=Text))
     claimable = and_(
         table.c.status.in_(_CLAIMABLE),
-        table.c.run_at <= bindparam("at", type_=BigInteger),
+        table.c.run_at <= at,
         table.c.lease_token.is_distinct_from(token),  # a token names one attempt only
     )
     ours = and_(table.c.status == _RUNNING, table.c.lease_token == token)
     return (
         update(table)
         .where(table.c.id == bindparam("job_id", type_=Text), or_(claimable, ours))
-        .values(**_claim_values(table, token, bindparam("expires", type_=BigInteger)))
+        .values(**_claim_values(table, token, bindparam("expires", type_=BigInteger), started))
         .returning(*table.c)
     )
 
 
-def _report_statements(table: Any, doing: str, values: dict[str, Any], ends: bool) -> Any:
-    """A report's update (the job running under ``token``) and, for one that ends the lease,
-    the look for the same report made before; parameters ``job_id``, ``token``, ``set_*``."""
+def _report_statements(table: Any, doing: str, values: dict[str, Any], history: Any) -> Any:
+    """A report's update (the job running under ``token``) and, for one that ends the lease
+    (``history`` its attempt ended), the look for the same report made before; parameters
+    ``job_id``, ``token``, ``set_*`` and those of ``history``."""
+    ends = history is not None
     token = bindparam("token", type_=Text)
     job_id = bindparam("job_id", type_=Text)
     sets = {
@@ -672,7 +803,7 @@ def _report_statements(table: Any, doing: str, values: dict[str, Any], ends: boo
     report = (
         update(table)
         .where(table.c.id == job_id, table.c.status == _RUNNING, table.c.lease_token == token)
-        .values(**sets, **({"lease_ended": doing} if ends else {}))
+        .values(**sets, **({"lease_ended": doing, "history": history} if ends else {}))
         .returning(table.c.id)
     )
     made = select(table.c.id).where(
@@ -686,8 +817,9 @@ def _bound(value: Any) -> bool:
     return not isinstance(value, ColumnElement)
 
 
-def _claim_values(table: Any, token: Any, expires: Any) -> dict[str, Any]:
-    """A claim, or the same claim sent again by its attempt (not counted again)."""
+def _claim_values(table: Any, token: Any, expires: Any, started: Any) -> dict[str, Any]:
+    """A claim, or the same claim sent again by its attempt (not counted again); ``started``
+    is the history with its attempt (``_started``)."""
     return {
         "status": _RUNNING,
         "attempts": case(
@@ -699,7 +831,99 @@ def _claim_values(table: Any, token: Any, expires: Any) -> dict[str, Any]:
         "dispatched_at": None,
         "relay_at": None,
         "redispatches": 0,
+        "history": started,
     }
+
+
+def _started(engine: Engine, table: Any, at: Any, worker: Any) -> Any:
+    """The history with the attempt a claim at ``at`` starts on ``worker`` appended, the
+    oldest dropped past ``ATTEMPTS_KEPT``; unchanged by the same claim sent again."""
+    record = {
+        "number": table.c.attempts + 1,
+        "started_at": at,
+        "worker": worker,
+        "outcome": literal(AttemptOutcome.RUNNING.value, Text),
+    }
+    appended = json_append(engine, table.c.history, record, keep=ATTEMPTS_KEPT)
+    return case((table.c.status == _RUNNING, table.c.history), else_=appended)
+
+
+def _ended(
+    engine: Engine,
+    table: Any,
+    outcome: AttemptOutcome,
+    at: Any,
+    *,
+    error_code: Any = None,
+    error_type: Any = None,
+) -> Any:
+    """The history with its last attempt, still running, ended at ``at`` with ``outcome``."""
+    fields = {"outcome": literal(outcome.value, Text), "ended_at": at}
+    if error_code is not None:
+        fields |= {"error_code": error_code, "error_type": error_type}
+    running = ("outcome", AttemptOutcome.RUNNING.value)
+    return json_set_last(engine, table.c.history, fields, where=running)
+
+
+_REPORT_ENDS = {
+    "complete": AttemptOutcome.SUCCEEDED,
+    "fail": AttemptOutcome.FAILED,
+    "release": AttemptOutcome.RELEASED,
+}
+"""How each report that ends a lease ends its attempt."""
+
+
+def _ended_by(engine: Engine, table: Any, doing: str) -> Any:
+    """The history as report ``doing`` ends its attempt; parameters ``end_at``, and for a
+    failure ``end_code`` and ``end_type``."""
+    at = bindparam("end_at", type_=BigInteger)
+    if doing != "fail":
+        return _ended(engine, table, _REPORT_ENDS[doing], at)
+    code, kind = bindparam("end_code", type_=Text), bindparam("end_type", type_=Text)
+    return _ended(engine, table, AttemptOutcome.FAILED, at, error_code=code, error_type=kind)
+
+
+_STATES = list(JobState)
+_STATUS_OF_STATE = {
+    JobState.SCHEDULED: JobStatus.QUEUED,
+    JobState.READY: JobStatus.QUEUED,
+    JobState.RUNNING: JobStatus.RUNNING,
+    JobState.RETRYING: JobStatus.FAILED,
+    JobState.DEAD: JobStatus.DEAD,
+    JobState.SUCCEEDED: JobStatus.SUCCEEDED,
+    JobState.CANCELLED: JobStatus.CANCELLED,
+}
+
+
+def _in_state(table: Any, state: JobState, at: int) -> list[Any]:
+    """The conditions of ``state`` at ``at``: its status, and for a queued job whether it is due."""
+    conditions = [table.c.status == _STATUS_OF_STATE[state].value]
+    if state is JobState.SCHEDULED:
+        conditions.append(table.c.run_at > at)
+    elif state is JobState.READY:
+        conditions.append(table.c.run_at <= at)
+    return conditions
+
+
+def _oldest(table: Any, statuses: list[JobStatus], before: int, size: int) -> Any:
+    """The ids of the ``size`` jobs of ``statuses`` finished longest before ``before``: a range
+    of the ``(status, finished_at)`` index per status, merged."""
+    ranges = [
+        select(table.c.id, table.c.finished_at)
+        .where(table.c.status == status.value, table.c.finished_at < before)
+        .order_by(table.c.finished_at, table.c.id)
+        .limit(size)
+        for status in statuses
+    ]
+    if len(ranges) == 1:
+        return ranges[0].with_only_columns(table.c.id)
+    merged = union_all(*(select(part.subquery()) for part in ranges)).subquery()
+    return select(merged.c.id).order_by(merged.c.finished_at, merged.c.id).limit(size)
+
+
+def _cursor(enqueued_at: int, job_id: str) -> str:
+    """A page's cursor: the position of its last job, opaque to the caller."""
+    return base64.urlsafe_b64encode(_dump([enqueued_at, job_id]).encode()).decode("ascii")
 
 
 def _finished(status: JobStatus, at: int) -> dict[str, Any]:
@@ -774,4 +998,17 @@ def _job(row: Row[Any]) -> StoredJob:
         last_error_type=row.last_error_type,
         lease_expires_at=_instant(row.lease_expires_at),
         finished_at=_instant(row.finished_at),
+        history=tuple(_attempt(record) for record in json.loads(row.history)),
+    )
+
+
+def _attempt(record: dict[str, Any]) -> AttemptRecord:
+    return AttemptRecord(
+        number=record["number"],
+        started_at=from_micros(record["started_at"]),
+        worker=record.get("worker"),
+        outcome=AttemptOutcome(record["outcome"]),
+        ended_at=_instant(record.get("ended_at")),
+        error_code=record.get("error_code"),
+        error_type=record.get("error_type"),
     )
