@@ -1,7 +1,8 @@
 """``StoredJobQueue``: the kernel's ``JobQueue`` on a ``JobStore``.
 
 It names the job, validates its payload, captures who enqueues (correlation id, actor, tenant,
-traceparent), adds it to the store and publishes its wake-up after the unit of work commits:
+traceparent; outside any work, the job's id is its correlation id, as its attempts log), adds
+it to the store and publishes its wake-up after the unit of work commits:
 
 * a store that writes in the caller's transaction (``store.transactional``): added now, in it;
   published after the commit;
@@ -32,6 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -158,6 +160,10 @@ class StoredJobQueue(JobQueue):
             if idempotency_key is None
             else keyed_job_id(enqueued_by.tenant_id, idempotency_key)
         )
+        if not enqueued_by.correlation_id:
+            # Enqueued outside any work: its attempts log the job's id as their correlation id,
+            # and the store says the same (``find`` tells one story).
+            enqueued_by = replace(enqueued_by, correlation_id=job_id)
         dispatched = due_at <= now and self._publisher is not None
         new = NewJob(
             id=job_id,

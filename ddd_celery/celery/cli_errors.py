@@ -16,7 +16,7 @@ from typing import Any
 import click
 from celery.bin.base import CeleryCommand
 
-from ddd_celery.celery.background.cli import printable
+from ddd_celery.background.operations import printable
 from ddd_celery.kernel.errors import DddCeleryError
 
 STORE_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, DddCeleryError)

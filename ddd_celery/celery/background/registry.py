@@ -14,6 +14,7 @@ from typing import Any
 
 from ddd_celery.background.attempt import BackgroundRegistration
 from ddd_celery.background.observability import BackgroundRecorder
+from ddd_celery.background.operations import JobOrigin, JobOrigins
 from ddd_celery.background.queue import StoredJobQueue
 from ddd_celery.background.store import JobStore
 from ddd_celery.celery.background.lease import Heartbeats
@@ -27,6 +28,7 @@ from ddd_celery.kernel.ids import IdGenerator
 from ddd_celery.kernel.reporting import ErrorReporter
 from ddd_celery.kernel.scope import ExecutionScope
 from ddd_celery.kernel.unit_of_work import UnitOfWork
+from ddd_celery.processes.jobs import PROCESS_COMMANDS_JOB, ProcessTimeoutJob
 
 BACKGROUND_ATTRIBUTE = "ddd_background"
 
@@ -96,6 +98,17 @@ class BackgroundJobs:
             max_payload_bytes=self._max_payload_bytes[0],
             errors=errors,
         )
+
+    def origins(self) -> JobOrigins:
+        """Which jobs are the library's own, told by their classes: the timeouts of process
+        managers (``ProcessTimeoutJob`` subclasses) and the outbox of their commands (by its
+        name, installed here or not: another app on the store may run process managers)."""
+        library = {PROCESS_COMMANDS_JOB: JobOrigin.PROCESS_COMMANDS}
+        for name, declaration in self.jobs.items():
+            job_class = declaration.job_class
+            if isinstance(job_class, type) and issubclass(job_class, ProcessTimeoutJob):
+                library[name] = JobOrigin.PROCESS_TIMEOUT
+        return JobOrigins(library)
 
     def registration(self, name: str) -> BackgroundRegistration:
         """What a task runs for the job ``name``: built once per process, its constructor's

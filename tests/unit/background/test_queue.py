@@ -333,13 +333,19 @@ def test_the_traceparent_is_read_from_the_tracer_when_one_is_given(
     ]
 
 
-def test_a_job_enqueued_outside_any_work_has_no_author(
+def test_a_job_enqueued_outside_any_work_has_no_author_and_its_id_as_correlation_id(
     jobs: StoredJobQueue, store: InMemoryJobStore
 ) -> None:
-    jobs.enqueue(SendReceiptJob, {})
+    """Its attempts log the job's id as their correlation id: the store holds the same."""
+    job_id = jobs.enqueue(SendReceiptJob, {})
 
     by = store.list()[0].enqueued_by
-    assert (by.correlation_id, by.actor, by.tenant_id, by.traceparent) == (None, None, None, None)
+    assert (by.correlation_id, by.actor, by.tenant_id, by.traceparent) == (
+        job_id,
+        None,
+        None,
+        None,
+    )
 
 
 def test_find_and_cancel_reach_the_jobs_of_the_current_tenant_only(
