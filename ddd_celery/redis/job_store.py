@@ -1,10 +1,28 @@
-"""The background jobs' store on Redis: each operation one round trip, atomic for its job."""
+"""The background jobs' store on Redis: each operation one round trip, atomic for its job.
+
+Listing reads sorted sets kept in the order of the listing, (enqueued_at, id) (their members
+say both, see ``lua/job_lib.lua``): a page is one ZREVRANGEBYLEX from its cursor, the same cost
+among a thousand jobs as among a million. There is one such index of every job, one per status,
+per job name and per tenant; a filter reads the smallest of those that apply and checks its
+other fields on what it reads, a bounded number of entries per script call. The stats are
+counters the scripts that move a job keep in the same call; a purge reads an index of
+``finished_at`` per finished status.
+
+Upgrading a store written by an earlier version (its jobs in ``enqueued``, ``status:<status>``
+and ``finished``, counted by queue only): stop every process of the earlier version, then call
+``RedisJobStore.reindex()`` once (bounded batches, safe to run again, to interrupt and resume);
+until then a job of the earlier layout is listed, counted by name and purged only once a script
+has moved it (each script adopts the job it moves), and ``stats().counts`` is right throughout.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,11 +31,17 @@ from redis import Redis
 from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
 from ddd_celery.background.rules import scoped_idempotency_key, tenant_filter, tenant_key_of
 from ddd_celery.background.store import (
+    FINISHED_STATUSES,
+    AttemptOutcome,
+    AttemptRecord,
     Batch,
     ClaimedJob,
     Dispatch,
     EnqueuedBy,
+    JobFilter,
     JobLease,
+    JobPage,
+    JobState,
     JobStats,
     JobStatus,
     JobStore,
@@ -33,23 +57,46 @@ from ddd_celery.redis.scripts import LuaScript, register
 PURGE_BATCH = 1_000
 """Jobs one purge script deletes at most: a longer script would hold Redis for every client."""
 
+LIST_READ = 1_000
+"""Index entries one listing script reads at most; a page whose filter the index does not
+answer alone (a queue, a state beside a name) takes one more call per this many."""
+
+REINDEX_BATCH = 1_000
+"""Jobs of the earlier layout one ``reindex`` script adopts at most."""
+
 TAKEN_KEPT_MS = 60_000
-"""How long a ``take_due``'s reply is kept by its token, to answer that call sent again (redis-py
-sends a script again on a new connection after a timeout, within seconds)."""
+"""How long a ``take_due``'s (or a purge batch's) reply is kept by its token, to answer that
+call sent again (redis-py sends a script again on a new connection after a timeout, within
+seconds)."""
+
+_STATUS_OF_STATE = {
+    JobState.SCHEDULED: JobStatus.QUEUED,
+    JobState.READY: JobStatus.QUEUED,
+    JobState.RUNNING: JobStatus.RUNNING,
+    JobState.RETRYING: JobStatus.FAILED,
+    JobState.DEAD: JobStatus.DEAD,
+    JobState.SUCCEEDED: JobStatus.SUCCEEDED,
+    JobState.CANCELLED: JobStatus.CANCELLED,
+}
+_DUE_OF_STATE = {JobState.SCHEDULED: "later", JobState.READY: "due"}
+
+_MEMBER = re.compile(r"[0-9]{15}:.*", re.DOTALL)
+"""A listing index's member, ``<enqueued_at since 0001-01-01, 15 digits>:<id>``
+(``member`` in ``lua/job_lib.lua``): what a page's cursor holds."""
 
 
 class RedisJobStore(JobStore):
     """Every job a hash, ``<prefix>job:<id>``, indexed by sorted sets; scripts in ``lua/job_*``.
 
     Each method is one round trip: an EVALSHA of a Lua script (which Redis runs atomically), or
-    one HGETALL for ``find`` and ``stats``; ``purge_finished`` takes one more per
-    ``PURGE_BATCH`` jobs it deletes. ``list_jobs`` of a tenant reads its index until it has
-    ``limit`` jobs; jobs of the same instant (run_at, enqueued_at) come in the order of their
-    ids, not of their adds. The key layout is documented in ``lua/job_lib.lua``, which every
-    script starts with. Time comes from the caller (``now``); instants are kept to the
-    millisecond. ``add`` is not transactional: the queue adds after the commit. Raises
-    ``StoreUnavailableError`` when Redis cannot be asked, ``LostLeaseError`` for a report whose
-    lease is no longer the job's.
+    one HGETALL for ``find``; ``purge_finished`` takes one per ``PURGE_BATCH`` jobs it deletes,
+    ``list_page`` one per ``LIST_READ`` index entries it reads (one, unless the filter is
+    narrower than its index), ``reindex`` one per ``REINDEX_BATCH`` jobs. Jobs of the same
+    instant (run_at, enqueued_at) come in the order of their ids, not of their adds. The key
+    layout is documented in ``lua/job_lib.lua``, which every script starts with. Time comes
+    from the caller (``now``); instants are kept to the millisecond. ``add`` is not
+    transactional: the queue adds after the commit. Raises ``StoreUnavailableError`` when Redis
+    cannot be asked, ``LostLeaseError`` for a report whose lease is no longer the job's.
 
     Every script is safe to run twice, as redis-py does after a timeout (``connect()``: one
     retry, on a new connection, of a script whose reply came late): each call's token (made
@@ -80,6 +127,8 @@ class RedisJobStore(JobStore):
         self._retry_dead = _register("job_retry_dead.lua")
         self._list = _register("job_list.lua")
         self._purge = _register("job_purge.lua")
+        self._stats = _register("job_stats.lua")
+        self._reindex = _register("job_reindex.lua")
         self._take_due = _register("job_take_due.lua")
         self._expire_leases = _register("job_expire_leases.lua")
 
@@ -114,15 +163,26 @@ class RedisJobStore(JobStore):
         return datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=microseconds)
 
     def claim_job(
-        self, job_id: str, *, now: datetime, lease_ms: int, token: str | None = None
+        self,
+        job_id: str,
+        *,
+        now: datetime,
+        lease_ms: int,
+        token: str | None = None,
+        worker: str | None = None,
     ) -> ClaimedJob | None:
         at = _ms(now, "now")
         expires = at + _positive(lease_ms)
+        args: list[str | int] = [
+            self._prefix,
+            job_id,
+            at,
+            token or _token(),
+            expires,
+            _named(worker),
+        ]
         with unavailable_as(StoreUnavailableError, f"claim the job {job_id!r}"):
-            reply = self._claim(
-                keys=[self._job_key(job_id)],
-                args=[self._prefix, job_id, at, token or _token(), expires],
-            )
+            reply = self._claim(keys=[self._job_key(job_id)], args=args)
         return None if reply is None else _claimed(reply)
 
     def claim_due(
@@ -133,6 +193,7 @@ class RedisJobStore(JobStore):
         lease_ms: int,
         limit: int,
         token: str | None = None,
+        worker: str | None = None,
     ) -> list[ClaimedJob]:
         if not queues or limit <= 0:
             return []
@@ -141,7 +202,7 @@ class RedisJobStore(JobStore):
         stem = token or _token()
         keys = [f"{self._prefix}claimed:{stem}"]
         keys += [f"{self._prefix}queue:{queue}" for queue in queues]
-        args: list[str | int] = [self._prefix, at, expires, limit, stem, lease_ms]
+        args: list[str | int] = [self._prefix, at, expires, limit, stem, lease_ms, _named(worker)]
         with unavailable_as(StoreUnavailableError, f"claim the due jobs of {list(queues)}"):
             replies, dropped = self._claim_due(keys=keys, args=args)
         return Batch((_claimed(reply) for reply in replies), dropped=int(dropped))
@@ -234,38 +295,104 @@ class RedisJobStore(JobStore):
         with unavailable_as(StoreUnavailableError, f"retry the dead job {job_id!r}"):
             return bool(self._retry_dead(keys=[self._job_key(job_id)], args=args))
 
-    def list_jobs(
-        self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
-    ) -> list[StoredJob]:
-        tenant_filter(tenant_id)
+    def list_page(
+        self, where: JobFilter, *, now: datetime, limit: int = 50, cursor: str | None = None
+    ) -> JobPage:
+        tenant_filter(where.tenant_id)
         if limit <= 0:
-            return []
-        index = "enqueued" if status is None else f"status:{JobStatus(status).value}"
+            raise ValueError(f"a page's limit is a positive number of jobs, not {limit}")
+        start = "+" if cursor is None else "(" + _member_of(cursor)
+        status = None if where.state is None else _STATUS_OF_STATE[where.state]
+        keys = [self._prefix + "list:all"]
+        if status is not None:
+            keys.append(f"{self._prefix}list:status:{status.value}")
+        if where.name is not None:
+            keys.append(f"{self._prefix}list:name:{where.name}")
+        if where.tenant_id is not None:
+            keys.append(f"{self._prefix}list:tenant:{where.tenant_id}")
+        args: list[str | int] = [
+            self._prefix,
+            start,
+            _ms_or_empty(where.enqueued_since, "enqueued_since"),
+            limit + 1,  # one more than the page: whether there is a next page
+            LIST_READ,
+            _ms(now, "now"),
+            "" if status is None else status.value,
+            "" if where.state is None else _DUE_OF_STATE.get(where.state, ""),
+            _equal(where.name),
+            _equal(where.queue),
+            _reach(where.tenant_id),
+            _ms_or_empty(where.finished_since, "finished_since"),
+        ]
+        found: list[tuple[str, StoredJob]] = []
         with unavailable_as(StoreUnavailableError, "list the jobs"):
-            replies = self._list(
-                keys=[self._prefix + index], args=[self._prefix, limit, _reach(tenant_id)]
-            )
-        return [_job(_pairs(reply)) for reply in replies]
+            while True:
+                args[3] = limit + 1 - len(found)
+                flat, last, over = self._list(keys=keys, args=args)
+                found += [
+                    (_text(flat[i]), _job(_pairs(flat[i + 1]))) for i in range(0, len(flat), 2)
+                ]
+                if len(found) > limit or int(over):
+                    break
+                args[1] = "(" + _text(last)
+        if len(found) <= limit:
+            return JobPage([job for _, job in found], None)
+        page = found[:limit]
+        return JobPage([job for _, job in page], _cursor(page[-1][0]))
 
-    def purge_finished(self, *, before: datetime) -> int:
-        args: list[str | int] = [self._prefix, _ms(before, "before"), PURGE_BATCH]
+    def purge_finished(
+        self,
+        *,
+        before: datetime,
+        statuses: Collection[JobStatus] = FINISHED_STATUSES,
+        limit: int | None = None,
+    ) -> int:
+        at = _ms(before, "before")
+        chosen = sorted({JobStatus(status) for status in statuses})
+        unfinished = [status.value for status in chosen if not status.finished]
+        if unfinished:
+            raise ValueError(f"only finished jobs are purged, not {unfinished}")
+        if limit is not None and limit <= 0:
+            raise ValueError(f"a purge's limit is a positive number of jobs, not {limit}")
+        indexes = [f"{self._prefix}finished:{status.value}" for status in chosen]
+        if not indexes:
+            return 0
         purged = 0
         with unavailable_as(StoreUnavailableError, "purge the finished jobs"):
-            while True:
-                deleted = int(self._purge(keys=[self._prefix + "finished"], args=args))
-                purged += deleted
-                if deleted < PURGE_BATCH:
-                    return purged
+            while limit is None or purged < limit:
+                batch = PURGE_BATCH if limit is None else min(PURGE_BATCH, limit - purged)
+                keys = [f"{self._prefix}purged:{_token()}", *indexes]
+                deleted, read = self._purge(
+                    keys=keys, args=[self._prefix, at, batch, TAKEN_KEPT_MS]
+                )
+                purged += int(deleted)
+                if int(read) < batch:
+                    break
+        return purged
 
     def stats(self) -> JobStats:
         with unavailable_as(StoreUnavailableError, "count the jobs"):
-            fields = self._client.hgetall(self._prefix + "stats")
-        counts: dict[str, dict[JobStatus, int]] = {}
-        for field, value in _decoded(fields).items():
-            queue, _, status = field.rpartition("|")
-            if int(value) > 0:
-                counts.setdefault(queue, {})[JobStatus(status)] = int(value)
-        return JobStats(counts)
+            by_queue, by_name = self._stats(args=[self._prefix])
+        return JobStats(_counts(_pairs(by_queue)), by_name=_counts(_pairs(by_name)))
+
+    def reindex(self) -> int:
+        """Adopt every job an earlier version wrote (see the module's docstring); how many.
+
+        In batches of ``REINDEX_BATCH``, each one script call; safe to run again or beside the
+        workers of this version (a job is adopted once), never beside an earlier version's.
+
+        Raises:
+            ConnectionError: Redis cannot be asked (``StoreUnavailableError``).
+        """
+        adopted = 0
+        with unavailable_as(StoreUnavailableError, "reindex the jobs"):
+            while True:
+                done, left = self._reindex(
+                    keys=[self._prefix + "enqueued"], args=[self._prefix, REINDEX_BATCH]
+                )
+                adopted += int(done)
+                if not int(left):
+                    return adopted
 
     def take_due(
         self,
@@ -322,11 +449,50 @@ def _token() -> str:
 
 def _reach(tenant_id: str | None) -> str:
     """The scripts' tenant filter: ``*`` reaches every job, ``=<tenant>`` that tenant's."""
-    return "*" if tenant_id is None else f"={tenant_id}"
+    return _equal(tenant_id)
+
+
+def _equal(value: str | None) -> str:
+    """A listing's filter of a field: ``*`` for any value, ``=<value>`` for that one."""
+    return "*" if value is None else f"={value}"
+
+
+def _named(worker: str | None) -> str:
+    """A claim's worker: ``''`` for none named, ``=<worker>`` for one (even the empty text)."""
+    return "" if worker is None else f"={worker}"
+
+
+def _cursor(member: str) -> str:
+    """A page's cursor: the listing member of its last job, in URL-safe base64 (a shell word)."""
+    return base64.urlsafe_b64encode(member.encode()).decode().rstrip("=")
+
+
+def _member_of(cursor: str) -> str:
+    try:
+        member = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        member = ""
+    if not _MEMBER.fullmatch(member):
+        raise ValueError(f"not a cursor of a RedisJobStore page: {cursor!r}")
+    return member
+
+
+def _counts(fields: Mapping[str, str]) -> dict[str, dict[JobStatus, int]]:
+    """``{<queue or name>: {status: count}}`` of a hash of ``<queue or name>|<status>`` counts."""
+    counts: dict[str, dict[JobStatus, int]] = {}
+    for field, value in fields.items():
+        of, _, status = field.rpartition("|")
+        if int(value) > 0:
+            counts.setdefault(of, {})[JobStatus(status)] = int(value)
+    return counts
 
 
 def _ms(value: datetime, name: str = "instant") -> int:
     return epoch_ms(to_utc(value, name))
+
+
+def _ms_or_empty(value: datetime | None, name: str) -> int | str:
+    return "" if value is None else _ms(value, name)
 
 
 def _positive(lease_ms: int) -> int:
@@ -413,8 +579,23 @@ def _job(record: Mapping[str, str], values: Mapping[str, Any] | None = None) -> 
         last_error_type=record.get("last_error_type"),
         lease_expires_at=_instant(record, "lease_expires_at"),
         finished_at=_instant(record, "finished_at"),
+        history=tuple(_attempt(attempt) for attempt in values.get("history", ())),
     )
 
 
-_JSON_FIELDS = ("payload", "enqueued_by", "progress", "checkpoint")
+def _attempt(kept: Mapping[str, Any]) -> AttemptRecord:
+    """An attempt of a job's ``history`` field (``begin_attempt`` in ``lua/job_lib.lua``)."""
+    ended_at = kept.get("ended_at")
+    return AttemptRecord(
+        number=int(kept["number"]),
+        started_at=from_epoch_ms(int(kept["started_at"])),
+        worker=kept.get("worker"),
+        outcome=AttemptOutcome(kept["outcome"]),
+        ended_at=None if ended_at is None else from_epoch_ms(int(ended_at)),
+        error_code=kept.get("error_code"),
+        error_type=kept.get("error_type"),
+    )
+
+
+_JSON_FIELDS = ("payload", "enqueued_by", "progress", "checkpoint", "history")
 """The fields of a job's hash that hold JSON (``claim`` in ``lua/job_lib.lua`` splices them)."""

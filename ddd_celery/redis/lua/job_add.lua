@@ -4,7 +4,8 @@
 --   KEYS[1]  P job:<id>, the new job's hash.
 --   KEYS[2]  P key:<n>:<tenant>:<idempotency key> (rules.scoped_idempotency_key), when the
 --            job has a key: the id of its job.
---   Also P enqueued, P status:queued, P stats, P queue:<queue> and P pending or P dispatched.
+--   Also P list:all, P list:status:queued, P list:name:<name>, P list:tenant:<tenant> (when
+--   it has one), P stats, P stats:name, P queue:<queue> and P pending or P dispatched.
 -- Arguments
 --   ARGV[2..11]  id, name, queue, payload (JSON), enqueued_at, run_at, max_attempts,
 --                enqueued_by (JSON), tenant ('' for none), idempotency key ('' for none).
@@ -31,8 +32,11 @@ if KEYS[2] then
   fields[#fields + 1] = ARGV[11]
   redis.call('SET', KEYS[2], id)
 end
-move({id = id, queue = ARGV[4], enqueued_at = ARGV[6]}, 'queued', fields)
-redis.call('ZADD', P .. 'enqueued', ARGV[6], id)
+local job = {id = id, name = ARGV[3], queue = ARGV[4], enqueued_at = ARGV[6], tenant = ARGV[10]}
+for _, key in ipairs(listings(job)) do
+  redis.call('ZADD', key, 0, member(job))
+end
+move(job, 'queued', fields)
 redis.call('ZADD', P .. 'queue:' .. ARGV[4], ARGV[7], id)
 if ARGV[12] == '1' then
   redis.call('ZADD', P .. 'dispatched', ARGV[6], id)

@@ -3,8 +3,9 @@
 -- Keys (the layout is in job_lib.lua, prepended to this script; P is ARGV[1])
 --   KEYS[1]  P job:<id>, the job's hash (status, finished_at; the lease fields deleted, so the
 --            worker running it loses its lease).
---   Also P pending, P dispatched, P queue:<queue>, P leases (left), P finished (entered),
---   P status:<status> and P stats.
+--   Also P pending, P dispatched, P queue:<queue>, P leases (left), P finished:cancelled
+--   (entered), P list:status:<status>, P stats and P stats:name; a running attempt ends,
+--   cancelled, in its history.
 -- Arguments
 --   ARGV[2]  the job id.
 --   ARGV[3]  '=<tenant>' for the caller's tenant ('=' for none), '*' for every job.

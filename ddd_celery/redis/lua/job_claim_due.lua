@@ -4,14 +4,15 @@
 --   KEYS[1]     P claimed:<token>, the ids this call claimed (answered again when it is sent
 --               twice).
 --   KEYS[2..n]  P queue:<queue> of each queue, zsets of its claimable jobs by run_at.
---   Also P job:<id> of each job claimed, P pending, P dispatched, P leases, P status:<status>
---   and P stats.
+--   Also P job:<id> of each job claimed, P pending, P dispatched, P leases,
+--   P list:status:<status>, P stats and P stats:name.
 -- Arguments
 --   ARGV[2]  now, epoch ms: jobs whose run_at is not after it are due.
 --   ARGV[3]  the leases' expiry, epoch ms.
 --   ARGV[4]  how many jobs at most.
 --   ARGV[5]  the call's token: job i's lease (from 0) is `<token>:<i>`.
 --   ARGV[6]  how long P claimed:<token> is kept, ms (the lease's length).
+--   ARGV[7]  the worker claiming: '=<worker>', or '' for none named (its history's attempts).
 -- Returns
 --   a list of two: the records of the jobs claimed (each a JSON object, see claim in
 --   job_lib.lua), in the order of their run_at; and how many index entries named a job whose
@@ -56,7 +57,8 @@ while round_dropped > 0 and #claimed < limit do
     end
     local job, record = read_record(entry.id)
     if job and claimable(job) then
-      claimed[#claimed + 1] = claim(job, record, ARGV[5] .. ':' .. #claimed, ARGV[3])
+      claimed[#claimed + 1] = claim(job, record, ARGV[2], ARGV[7], ARGV[5] .. ':' .. #claimed,
+        ARGV[3])
       ids[#ids + 1] = entry.id
     elseif not job then
       redis.call('ZREM', entry.index, entry.id)

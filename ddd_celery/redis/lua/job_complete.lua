@@ -3,7 +3,8 @@
 -- Keys (the layout is in job_lib.lua, prepended to this script; P is ARGV[1])
 --   KEYS[1]  P job:<id>, the job's hash (status, finished_at; the lease fields and the last
 --            error are deleted: a succeeded job keeps no error of an earlier attempt).
---   Also P leases (left), P finished (entered), P status:<status> and P stats.
+--   Also P leases (left), P finished:succeeded (entered), P list:status:<status>, P stats and
+--   P stats:name; the attempt ends, succeeded, in its history.
 -- Arguments
 --   ARGV[2]  the job id.
 --   ARGV[3]  the lease's token.

@@ -4,8 +4,9 @@
 --   KEYS[1]  P leases, running jobs by lease expiry.
 --   Also P job:<id> of each job (status, run_at, last_error_code, last_error_type,
 --   finished_at when dead; the lease fields deleted, the lease noted as expired), P pending
---   and P queue:<queue> (entered when failed), P finished (entered when dead),
---   P status:<status> and P stats.
+--   and P queue:<queue> (entered when failed), P finished:dead (entered when dead),
+--   P list:status:<status>, P stats and P stats:name; the attempt ends, interrupted with the
+--   error, in its history.
 -- Arguments
 --   ARGV[2]  now, epoch ms: a lease that expired strictly before it is handed back.
 --   ARGV[3]  how many jobs at most.
@@ -22,10 +23,10 @@ for _, id in ipairs(ids) do
   if job and job.status == 'running' then
     redis.call('HSET', job_key(id), 'last_error_code', ARGV[4], 'last_error_type', ARGV[5])
     if job.attempts >= job.max_attempts then
-      finish(job, 'dead', ARGV[2], 'expire')
+      finish(job, 'dead', ARGV[2], 'expire', ARGV[4], ARGV[5])
     else
       unindex(job)
-      drop_lease(job, 'expire')
+      drop_lease(job, 'expire', ARGV[2], ARGV[4], ARGV[5])
       move(job, 'failed')
       make_claimable(job, ARGV[2])
     end

@@ -11,7 +11,11 @@
 --                         lease_expires_at, finished_at, last_lease_token and last_lease_end
 --                         (the lease that ended last and how: complete, fail, release,
 --                         cancel, expire; a report it repeats is answered as done),
---                         redispatches (re-sends since the job became claimable)
+--                         redispatches (re-sends since the job became claimable), history
+--                         (JSON array of its last ATTEMPTS_KEPT attempts, oldest first, each
+--                         {number, started_at, worker, outcome, ended_at, error_code,
+--                         error_type}, instants as decimal text; a claim appends one, running,
+--                         and the end of its lease ends it)
 --   P pending           zset, claimable jobs (queued, failed) the relay must publish, by run_at
 --   P dispatched        zset, claimable jobs published and not claimed yet, scored by the
 --                       instant they are due for a re-send minus redispatch_after_ms (so the
@@ -19,23 +23,48 @@
 --                       take_due's ARGV[3] reads it; later ones wait 2, 4, 8 times that)
 --   P leases            zset, running jobs, by lease expiry
 --   P queue:<queue>     zset, the claimable jobs of a queue, by run_at (claim_due)
---   P finished          zset, succeeded, dead and cancelled jobs, by finished_at
---   P enqueued          zset, every job, by enqueued_at (list_jobs)
---   P status:<status>   zset, the jobs in a status, by enqueued_at (list_jobs by status)
+--   P finished:<status> zset, the succeeded, dead or cancelled jobs, by finished_at (a purge
+--                       reads the oldest first)
+--   P list:all, P list:status:<status>, P list:name:<name>, P list:tenant:<tenant>
+--                       zsets of the listing (list_page), every job, or those of a status, a
+--                       job name or a tenant (none for a job without one); every score 0, each
+--                       member `<e>:<id>`, e the job's enqueued_at in ms since 0001-01-01
+--                       (epoch ms + ORIGIN_MS) in 15 digits: in lexical order they are ordered
+--                       by (enqueued_at, id), so a page is one ZREVRANGEBYLEX from its cursor
+--                       (a member) whatever the size of the set
 --   P key:<n>:<tenant>:<k>  string, the id of the job enqueued with idempotency key k by
 --                       tenant (the tenant id or '' for none), n the tenant's length in bytes
 --                       (rules.scoped_idempotency_key: no two pairs share a key); deleted when
 --                       that job is purged
 --   P stats             hash, `<queue>|<status>` -> how many jobs; a count of 0 is deleted
+--   P stats:name        hash, `<name>|<status>` -> how many jobs, the same jobs by job name
 --   P claimed:<token>   list, the ids a claim_due named <token> claimed, in order, so that call
 --                       repeated answers them again; expires after the lease
 --   P taken:<token>     string, the flat reply (id, name, queue...) of the take_due named
 --                       <token> as a JSON array, so that call repeated answers it again;
 --                       expires after a minute
+--   P purged:<token>    string, the reply of the purge batch named <token>, kept a minute
 -- No other key expires: a job lives until purge_finished deletes it. Every key of a store
 -- shares the prefix: with a hash tag in it (`ddd_celery:{bg}:`) they share a Redis Cluster
 -- slot. An index entry whose job hash is gone (evicted, deleted by hand) is skipped and dropped.
+--
+-- The layout before the listing indexes (a store written by an earlier version) kept instead
+-- P enqueued and P status:<status> (ids by enqueued_at) and P finished (ids by finished_at),
+-- and no P stats:name. Such a job is "adopted" (adopt below) the first time a script moves it,
+-- or by RedisJobStore.reindex (job_reindex.lua), which walks P enqueued until it is empty.
 local P = ARGV[1]
+
+-- ms from 0001-01-01 to the epoch: every instant Python holds gives a listing member of 15
+-- digits at most, none negative.
+local ORIGIN_MS = 62135596800000
+-- ATTEMPTS_KEPT of ddd_celery/background/store.py: how many attempts a job's history keeps.
+local ATTEMPTS_KEPT = 25
+local FINISHED = {succeeded = true, dead = true, cancelled = true}
+-- The outcome of an attempt (AttemptOutcome) by how its lease ended (drop_lease).
+local OUTCOME_OF_END = {complete = 'succeeded', fail = 'failed', release = 'released',
+  cancel = 'cancelled', expire = 'interrupted'}
+-- The statuses of the earlier layout's P status:<status>.
+local STATUSES = {'queued', 'running', 'succeeded', 'failed', 'dead', 'cancelled'}
 
 local function job_key(id)
   return P .. 'job:' .. id
@@ -60,22 +89,76 @@ local function reaches(job, filter)
   return filter == '*' or filter == '=' .. job.tenant
 end
 
-local function count(queue, status, by)
-  local field = queue .. '|' .. status
-  if redis.call('HINCRBY', P .. 'stats', field, by) <= 0 then
-    redis.call('HDEL', P .. 'stats', field)
+-- The job's member in the listing indexes (see the layout): ordered by (enqueued_at, id).
+local function member_at(enqueued_at, id)
+  return string.format('%015d', tonumber(enqueued_at) + ORIGIN_MS) .. ':' .. id
+end
+
+local function member(job)
+  return member_at(job.enqueued_at, job.id)
+end
+
+-- The listing indexes a job is in whatever its status: every job's, its name's, its tenant's.
+local function listings(job)
+  local keys = {P .. 'list:all', P .. 'list:name:' .. job.name}
+  if job.tenant ~= '' then
+    keys[#keys + 1] = P .. 'list:tenant:' .. job.tenant
+  end
+  return keys
+end
+
+local function bump(key, field, by)
+  if redis.call('HINCRBY', key, field, by) <= 0 then
+    redis.call('HDEL', key, field)
   end
 end
 
--- Move a job to status `to` (from none when it is new), in its record, its status index and
--- the stats; `fields` (optional, a flat list of field, value) are set in the same HSET.
-local function move(job, to, fields)
-  if job.status then
-    count(job.queue, job.status, -1)
-    redis.call('ZREM', P .. 'status:' .. job.status, job.id)
+local function count(job, status, by)
+  bump(P .. 'stats', job.queue .. '|' .. status, by)
+  bump(P .. 'stats:name', job.name .. '|' .. status, by)
+end
+
+-- Put a job written by the earlier layout (in P enqueued, P status:<status>, P finished) into
+-- this one's indexes and P stats:name, as if it had been added now; P stats, which the
+-- earlier layout kept the same way, is left as it is.
+local function adopt(job)
+  local m = member(job)
+  for _, key in ipairs(listings(job)) do
+    redis.call('ZADD', key, 0, m)
   end
-  count(job.queue, to, 1)
-  redis.call('ZADD', P .. 'status:' .. to, job.enqueued_at, job.id)
+  redis.call('ZADD', P .. 'list:status:' .. job.status, 0, m)
+  bump(P .. 'stats:name', job.name .. '|' .. job.status, 1)
+  if FINISHED[job.status] then
+    local finished_at = redis.call('HGET', job_key(job.id), 'finished_at')
+    redis.call('ZADD', P .. 'finished:' .. job.status, finished_at or job.enqueued_at, job.id)
+  end
+  redis.call('ZREM', P .. 'enqueued', job.id)
+  redis.call('ZREM', P .. 'status:' .. job.status, job.id)
+  redis.call('ZREM', P .. 'finished', job.id)
+end
+
+-- Whether the job is in this layout's indexes (a job of the earlier one is not, until adopted).
+local function listed(job)
+  return redis.call('ZSCORE', P .. 'list:all', member(job)) ~= false
+end
+
+-- Move a job to status `to` (from none when it is new: add lists it first), in its record, its
+-- status index and the stats; `fields` (optional, a flat list of field, value) are set in the
+-- same HSET. A job of the earlier layout is adopted first.
+local function move(job, to, fields)
+  local m = member(job)
+  if job.status then
+    if not listed(job) then
+      adopt(job)
+    end
+    count(job, job.status, -1)
+    redis.call('ZREM', P .. 'list:status:' .. job.status, m)
+    if FINISHED[job.status] then
+      redis.call('ZREM', P .. 'finished:' .. job.status, job.id)
+    end
+  end
+  count(job, to, 1)
+  redis.call('ZADD', P .. 'list:status:' .. to, 0, m)
   redis.call('HSET', job_key(job.id), 'status', to, unpack(fields or {}))
   job.status = to
 end
@@ -102,21 +185,43 @@ local function make_claimable(job, run_at)
   redis.call('HDEL', job_key(job.id), 'redispatches')
 end
 
--- End the running job's lease, noting it and `how` it ended (complete, fail, release, cancel,
--- expire), so a report its attempt sends twice is answered as the first was.
-local function drop_lease(job, how)
-  redis.call('HDEL', job_key(job.id), 'lease_token', 'lease_expires_at')
-  redis.call('HSET', job_key(job.id), 'last_lease_token', job.lease_token, 'last_lease_end', how)
+-- End the last attempt of the job's history, when it still runs: `how` its lease ended (see
+-- drop_lease), at `now`, with the error `code` and `err_type` when given.
+local function end_attempt(job, how, now, code, err_type)
+  local text = redis.call('HGET', job_key(job.id), 'history')
+  if not text then
+    return
+  end
+  local history = cjson.decode(text)
+  local last = history[#history]
+  if not last or last.outcome ~= 'running' then
+    return
+  end
+  last.outcome, last.ended_at = OUTCOME_OF_END[how], tostring(now)
+  if code then
+    last.error_code, last.error_type = code, err_type
+  end
+  redis.call('HSET', job_key(job.id), 'history', cjson.encode(history))
 end
 
--- `how` says how a running job's lease ended (see drop_lease).
-local function finish(job, to, now, how)
+-- End the running job's lease at `now`, noting it and `how` it ended (complete, fail, release,
+-- cancel, expire), so a report its attempt sends twice is answered as the first was; its
+-- attempt ends in the history, with the error `code` and `err_type` when given.
+local function drop_lease(job, how, now, code, err_type)
+  redis.call('HDEL', job_key(job.id), 'lease_token', 'lease_expires_at')
+  redis.call('HSET', job_key(job.id), 'last_lease_token', job.lease_token, 'last_lease_end', how)
+  end_attempt(job, how, now, code, err_type)
+end
+
+-- `how` says how a running job's lease ended (see drop_lease), with the error `code` and
+-- `err_type` of its attempt when given.
+local function finish(job, to, now, how, code, err_type)
   unindex(job)
   if job.status == 'running' then
-    drop_lease(job, how)
+    drop_lease(job, how, now, code, err_type)
   end
   move(job, to, {'finished_at', now})
-  redis.call('ZADD', P .. 'finished', now, job.id)
+  redis.call('ZADD', P .. 'finished:' .. to, now, job.id)
 end
 
 -- A claimable job's record, read whole for a claim: the fields a script decides on (as
@@ -140,7 +245,7 @@ local function read_record(id)
 end
 
 -- The fields of a record that hold JSON, spliced into a claim's reply as they are.
-local JSON_FIELDS = {'payload', 'enqueued_by', 'progress', 'checkpoint'}
+local JSON_FIELDS = {'payload', 'enqueued_by', 'progress', 'checkpoint', 'history'}
 
 -- A claim's reply: the record `r` as one JSON object, its JSON fields as JSON values, the
 -- others as strings; one bulk string that Python reads with one json.loads, far faster than an
@@ -157,16 +262,34 @@ local function claim_reply(r)
   return '{' .. table.concat(parts, ',') .. '}'
 end
 
--- Claim a claimable job (its record `r` from read_record) for an attempt under lease `token`
--- until `expires`; its record after the claim (claim_reply).
-local function claim(job, r, token, expires)
+-- The job's history (the JSON text `text`, or none) with a new attempt, running: number
+-- `number`, started `now` on `worker` ('' for none, '=<worker>' for one); the oldest dropped
+-- beyond ATTEMPTS_KEPT.
+local function begin_attempt(text, number, now, worker)
+  local history = text and cjson.decode(text) or {}
+  history[#history + 1] = {
+    number = number, started_at = tostring(now), outcome = 'running',
+    worker = worker == '' and cjson.null or string.sub(worker, 2),
+  }
+  while #history > ATTEMPTS_KEPT do
+    table.remove(history, 1)
+  end
+  return cjson.encode(history)
+end
+
+-- Claim a claimable job (its record `r` from read_record) at `now` for an attempt on `worker`
+-- (see begin_attempt) under lease `token` until `expires`; its record after the claim
+-- (claim_reply).
+local function claim(job, r, now, worker, token, expires)
   unindex(job)
   redis.call('ZADD', P .. 'leases', expires, job.id)
   local attempts = job.attempts + 1
-  move(job, 'running', {'attempts', attempts, 'lease_token', token, 'lease_expires_at', expires})
+  local history = begin_attempt(r.history, attempts, now, worker)
+  move(job, 'running', {'attempts', attempts, 'lease_token', token, 'lease_expires_at', expires,
+    'history', history})
   redis.call('HDEL', job_key(job.id), 'last_lease_token', 'last_lease_end')
-  r.status, r.attempts, r.lease_token, r.lease_expires_at =
-    'running', tostring(attempts), token, tostring(expires)
+  r.status, r.attempts, r.lease_token, r.lease_expires_at, r.history =
+    'running', tostring(attempts), token, tostring(expires), history
   r.last_lease_token, r.last_lease_end = nil, nil
   return claim_reply(r)
 end

@@ -1,12 +1,15 @@
--- Keep the record of a job's latest occurrence: one of an earlier occurrence never replaces it
--- (last_run_write in occurrence_lib.lua, prepended to this script).
+-- Keep the record of a job's latest occurrence: one of an earlier occurrence never replaces it;
+-- and push it on the job's run history, trimmed to its bound (last_run_write in
+-- occurrence_lib.lua, prepended to this script).
 --
 -- Keys
 --   KEYS[1]  the last run, `<prefix><job>` (see occurrence_lib.lua).
+--   KEYS[2]  the run history, `<history prefix><job>` (see occurrence_lib.lua).
 -- Arguments
 --   ARGV[1]  the occurrence of the record, in epoch milliseconds.
 --   ARGV[2]  the record, JSON.
+--   ARGV[3]  how many records the run history keeps (positive).
 -- Returns
 --   1 when kept, replacing a record of the same or an earlier occurrence; 0 when a later
---   occurrence is recorded (unchanged).
-return last_run_write(KEYS[1], ARGV[1], ARGV[2])
+--   occurrence is recorded (unchanged). The history gets the record either way.
+return last_run_write(KEYS[1], ARGV[1], ARGV[2], KEYS[2], ARGV[3])

@@ -27,6 +27,8 @@
 --                      started_at, duration_ms, error_code, error_type, correlation_id,
 --                      tenant_id)
 --               No expiry: a job that runs once a month still shows its last outcome.
+--   run history `<prefix><job>` (by default `ddd_celery:last-run:history:<job>`): a list of
+--               the job's records as JSON, newest first, trimmed to its bound; no expiry.
 --
 -- Sent again with the same arguments (redis-py re-sends a script on a new connection after a
 -- socket timeout, its first reply lost), each rule answers as its first send did.
@@ -67,8 +69,14 @@ end
 
 -- Keep `record`, the run of occurrence `at`, as the last run `key`: one of an earlier
 -- occurrence never replaces it. 1 when kept, replacing a record of the same or an earlier
--- occurrence; 0 when a later occurrence is recorded (unchanged).
-local function last_run_write(key, at, record)
+-- occurrence; 0 when a later occurrence is recorded (unchanged). With `history` and a positive
+-- `limit`, the record is also pushed on the run history `history`, trimmed to `limit` records,
+-- unless it is already the newest there (this write sent again).
+local function last_run_write(key, at, record, history, limit)
+  if history and tonumber(limit) > 0 and redis.call('LINDEX', history, 0) ~= record then
+    redis.call('LPUSH', history, record)
+    redis.call('LTRIM', history, 0, tonumber(limit) - 1)
+  end
   local current = redis.call('HGET', key, 'at')
   if current and tonumber(current) > tonumber(at) then
     return 0
