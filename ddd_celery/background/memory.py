@@ -10,14 +10,15 @@ changed after ``enqueue``, or by an attempt, changes nothing kept.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import heapq
 import itertools
 import json
 import threading
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,10 +33,16 @@ from ddd_celery.background.rules import (
     tenant_filter,
 )
 from ddd_celery.background.store import (
+    ATTEMPTS_KEPT,
     CLAIMABLE,
+    FINISHED_STATUSES,
+    AttemptOutcome,
+    AttemptRecord,
     ClaimedJob,
     Dispatch,
+    JobFilter,
     JobLease,
+    JobPage,
     JobStats,
     JobStatus,
     JobStore,
@@ -49,6 +56,9 @@ from ddd_celery.kernel.unit_of_work import UnitOfWork
 
 TAKES_KEPT = 64
 """How many ``take_due`` answers are kept by their token, to answer a repeated call again."""
+
+_Key = tuple[datetime, str]
+"""(an instant, a job id): what the sorted indexes hold, and a listing's cursor."""
 
 
 @dataclass(slots=True)
@@ -93,6 +103,13 @@ class InMemoryJobStore(JobStore):
         move are dropped when they reach the top, so a claim costs O(log n), not a scan."""
         self._claimable: set[str] = set()
         self._running: set[str] = set()
+        self._listed: dict[JobStatus | None, builtins.list[_Key]] = {}
+        """(enqueued_at, id) of every job (None), and of the jobs of each status, ascending: a
+        page is read from the end, so it costs its jobs, not the store's."""
+        self._finished: dict[JobStatus, builtins.list[_Key]] = {}
+        """(finished_at, id) of the finished jobs of each status, ascending: what a purge reads."""
+        self._counts: Counter[tuple[str, JobStatus]] = Counter()
+        self._counts_by_name: Counter[tuple[str, JobStatus]] = Counter()
         self._order = itertools.count()
         self._mutex = threading.RLock()
 
@@ -113,7 +130,13 @@ class InMemoryJobStore(JobStore):
         return job.id
 
     def claim_job(
-        self, job_id: str, *, now: datetime, lease_ms: int, token: str | None = None
+        self,
+        job_id: str,
+        *,
+        now: datetime,
+        lease_ms: int,
+        token: str | None = None,
+        worker: str | None = None,
     ) -> ClaimedJob | None:
         require_aware(now, "now")
         with self._mutex:
@@ -124,7 +147,7 @@ class InMemoryJobStore(JobStore):
                 return self._claimed_again(entry, now, lease_ms)
             if (token is not None and entry.last_token == token) or not _due(entry, now):
                 return None
-            return self._claim(entry, now, lease_ms, token or uuid.uuid4().hex)
+            return self._claim(entry, now, lease_ms, token or uuid.uuid4().hex, worker)
 
     def claim_due(
         self,
@@ -134,6 +157,7 @@ class InMemoryJobStore(JobStore):
         lease_ms: int,
         limit: int,
         token: str | None = None,
+        worker: str | None = None,
     ) -> builtins.list[ClaimedJob]:
         require_aware(now, "now")
         with self._mutex:
@@ -154,7 +178,8 @@ class InMemoryJobStore(JobStore):
                     break
                 _, _, job_id = heapq.heappop(earliest)
                 lease_token = f"{stem}:{len(claimed)}"
-                claimed.append(self._claim(self._jobs[job_id], now, lease_ms, lease_token))
+                entry = self._jobs[job_id]
+                claimed.append(self._claim(entry, now, lease_ms, lease_token, worker))
             return claimed
 
     def heartbeat(self, lease: JobLease, *, now: datetime, lease_ms: int) -> JobLease:
@@ -191,6 +216,7 @@ class InMemoryJobStore(JobStore):
             self._move(
                 entry,
                 JobEvent.COMPLETE,
+                now,
                 finished_at=now,
                 last_error_code=None,
                 last_error_type=None,
@@ -210,25 +236,20 @@ class InMemoryJobStore(JobStore):
             if self._concluded(lease, JobEvent.RETRY, JobEvent.DIE):
                 return
             entry = self._held(lease)
-            error = {"last_error_code": error_code, "last_error_type": error_type}
+            error: dict[str, Any] = {"last_error_code": error_code, "last_error_type": error_type}
             if retry_at is None:
-                self._move(entry, JobEvent.DIE, finished_at=now, **error)
+                self._move(entry, JobEvent.DIE, now, finished_at=now, **error)
             else:
-                self._move(
-                    entry, JobEvent.RETRY, run_at=require_aware(retry_at, "retry_at"), **error
-                )
+                retry_at = require_aware(retry_at, "retry_at")
+                self._move(entry, JobEvent.RETRY, now, run_at=retry_at, **error)
 
     def release(self, lease: JobLease, *, now: datetime) -> None:
+        require_aware(now, "now")
         with self._mutex:
             if self._concluded(lease, JobEvent.RELEASE):
                 return
             entry = self._held(lease)
-            self._move(
-                entry,
-                JobEvent.RELEASE,
-                run_at=require_aware(now, "now"),
-                attempts=entry.job.attempts - 1,
-            )
+            self._move(entry, JobEvent.RELEASE, now, run_at=now, attempts=entry.job.attempts - 1)
 
     def cancel(self, job_id: str, *, tenant_id: str | None, now: datetime) -> bool:
         require_aware(now, "now")
@@ -242,7 +263,7 @@ class InMemoryJobStore(JobStore):
                 return True  # a cancel sent twice answers as the first did
             if not can_move(entry.job.status, JobEvent.CANCEL):
                 return False
-            self._move(entry, JobEvent.CANCEL, finished_at=now)
+            self._move(entry, JobEvent.CANCEL, now, finished_at=now)
             return True
 
         return self._decide_now_apply_at_commit(job_id, tenant_id, JobEvent.CANCEL, apply)
@@ -261,50 +282,64 @@ class InMemoryJobStore(JobStore):
             entry = self._reachable(job_id, tenant_id)
             if entry is None or not can_move(entry.job.status, JobEvent.RETRY_DEAD):
                 return False
-            self._move(entry, JobEvent.RETRY_DEAD, run_at=now, attempts=0)
+            self._move(entry, JobEvent.RETRY_DEAD, now, run_at=now, attempts=0)
             return True
 
         return self._decide_now_apply_at_commit(job_id, tenant_id, JobEvent.RETRY_DEAD, apply)
 
-    def list_jobs(
-        self, *, status: JobStatus | None = None, tenant_id: str | None = None, limit: int = 100
-    ) -> builtins.list[StoredJob]:
-        tenant_filter(tenant_id)
+    def list_page(
+        self, where: JobFilter, *, now: datetime, limit: int = 50, cursor: str | None = None
+    ) -> JobPage:
+        require_aware(now, "now")
+        tenant_filter(where.tenant_id)
+        for name in ("enqueued_since", "finished_since"):
+            instant = getattr(where, name)
+            if instant is not None:
+                require_aware(instant, name)
+        if limit <= 0:
+            raise ValueError(f"a page holds a positive number of jobs, not a limit of {limit}")
+        after = None if cursor is None else _key_of_cursor(cursor)
         with self._mutex:
-            entries = [
-                e
-                for e in self._jobs.values()
-                if (status is None or e.job.status is status)
-                and (tenant_id is None or e.job.tenant_id == tenant_id)
-            ]
-        entries.sort(key=lambda e: (e.job.enqueued_at, e.order), reverse=True)
-        return [entry.view() for entry in entries[: max(0, limit)]]
+            index = self._listed.get(None if where.state is None else where.state.status, [])
+            position = len(index) if after is None else bisect.bisect_left(index, after)
+            found: builtins.list[StoredJob] = []
+            while position > 0 and len(found) <= limit:
+                position -= 1
+                job = self._jobs[index[position][1]].job
+                if where.matches(job, now):
+                    found.append(job)
+            jobs = [self._jobs[job.id].view() for job in found[:limit]]
+        more = len(found) > limit
+        return JobPage(jobs, _cursor_of(jobs[-1]) if more else None)
 
-    def purge_finished(self, *, before: datetime) -> int:
+    def purge_finished(
+        self,
+        *,
+        before: datetime,
+        statuses: Collection[JobStatus] = FINISHED_STATUSES,
+        limit: int | None = None,
+    ) -> int:
         require_aware(before, "before")
+        chosen = frozenset(statuses)
+        if not chosen <= FINISHED_STATUSES:
+            unfinished = ", ".join(sorted(chosen - FINISHED_STATUSES))
+            raise ValueError(f"purge_finished deletes finished jobs only, not {unfinished} ones")
+        if limit is not None and limit <= 0:
+            raise ValueError(f"a purge deletes a positive number of jobs, not a limit of {limit}")
         with self._mutex:
-            gone = [
-                e.job
-                for e in self._jobs.values()
-                if e.job.status.finished
-                and e.job.finished_at is not None
-                and e.job.finished_at < before
-            ]
-            for job in gone:
-                del self._jobs[job.id]
-                if job.idempotency_key is not None:
-                    scoped = scoped_idempotency_key(job.tenant_id, job.idempotency_key)
-                    if self._keys.get(scoped) == job.id:
-                        del self._keys[scoped]
+            oldest_first = heapq.merge(*(self._finished.get(status, []) for status in chosen))
+            gone: builtins.list[str] = []
+            for finished_at, job_id in oldest_first:
+                if finished_at >= before or len(gone) == limit:
+                    break
+                gone.append(job_id)
+            for job_id in gone:
+                self._forget(self._jobs[job_id])
             return len(gone)
 
     def stats(self) -> JobStats:
-        counts: dict[str, dict[JobStatus, int]] = {}
         with self._mutex:
-            for entry in self._jobs.values():
-                by_status = counts.setdefault(entry.job.queue, {})
-                by_status[entry.job.status] = by_status.get(entry.job.status, 0) + 1
-        return JobStats(counts)
+            return JobStats(_nested(self._counts), _nested(self._counts_by_name))
 
     def take_due(
         self,
@@ -351,11 +386,12 @@ class InMemoryJobStore(JobStore):
             ]
             expired.sort(key=lambda e: (e.job.lease_expires_at or now, e.order))
             handed_back = []
+            interrupted: dict[str, Any] = {"outcome": AttemptOutcome.INTERRUPTED, **_INTERRUPTED}
             for entry in expired[: max(0, limit)]:
                 if entry.job.attempts >= entry.job.max_attempts:
-                    self._move(entry, JobEvent.DIE, finished_at=now, **_INTERRUPTED)
+                    self._move(entry, JobEvent.DIE, now, finished_at=now, **interrupted)
                 else:
-                    self._move(entry, JobEvent.RETRY, run_at=now, **_INTERRUPTED)
+                    self._move(entry, JobEvent.RETRY, now, run_at=now, **interrupted)
                 entry.last_end = None  # expired, not concluded by its attempt: reports refused
                 handed_back.append(entry.view())
             return handed_back
@@ -393,14 +429,24 @@ class InMemoryJobStore(JobStore):
                 dispatched_at=job.enqueued_at if dispatched else None,
             )
             self._jobs[job.id] = entry
-            self._index(entry)
+            _insort(self._listed.setdefault(None, []), (job.enqueued_at, job.id))
+            self._index(entry, None)
             if job.idempotency_key is not None:
                 self._keys[scoped_idempotency_key(job.tenant_id, job.idempotency_key)] = job.id
 
-    def _claim(self, entry: _Entry, now: datetime, lease_ms: int, token: str) -> ClaimedJob:
+    def _claim(
+        self, entry: _Entry, now: datetime, lease_ms: int, token: str, worker: str | None
+    ) -> ClaimedJob:
         expires_at = now + timedelta(milliseconds=_positive(lease_ms))
+        attempt = entry.job.attempts + 1
+        history = (*entry.job.history, AttemptRecord(attempt, now, worker))[-ATTEMPTS_KEPT:]
         self._move(
-            entry, JobEvent.CLAIM, attempts=entry.job.attempts + 1, lease_expires_at=expires_at
+            entry,
+            JobEvent.CLAIM,
+            now,
+            attempts=attempt,
+            lease_expires_at=expires_at,
+            history=history,
         )
         entry.token, entry.last_token, entry.last_end = token, None, None
         lease = JobLease(entry.job.id, entry.job.attempts, token, expires_at)
@@ -447,26 +493,44 @@ class InMemoryJobStore(JobStore):
             )
         return entry
 
-    def _move(self, entry: _Entry, event: JobEvent, **changes: Any) -> None:
+    def _move(
+        self,
+        entry: _Entry,
+        event: JobEvent,
+        now: datetime,
+        *,
+        outcome: AttemptOutcome | None = None,
+        **changes: Any,
+    ) -> None:
         """Apply ``event`` (the rules' table decides) and ``changes`` to the job in one step.
 
-        ``finished_at`` is cleared unless given; leaving ``running`` drops the lease.
+        ``finished_at`` is cleared unless given; leaving ``running`` drops the lease and ends
+        the attempt's record at ``now``, with ``outcome`` (the event's when None).
         """
-        status = move(entry.job.status, event)
+        before = entry.job
+        status = move(before.status, event)
         changes.setdefault("finished_at", None)
         if status is not JobStatus.RUNNING:
             if entry.token is not None:
                 entry.last_token, entry.last_end = entry.token, event
             entry.token = None
             changes["lease_expires_at"] = None
+        if before.status is JobStatus.RUNNING and status is not JobStatus.RUNNING:
+            ended = outcome or _OUTCOME_OF[event]
+            code, error_type = changes.get("last_error_code"), changes.get("last_error_type")
+            changes["history"] = _ended(before.history, ended, now, code, error_type)
         if status in CLAIMABLE:
             entry.dispatched_at, entry.resends = None, 0
-        entry.job = replace(entry.job, status=status, **changes)
-        self._index(entry)
+        entry.job = replace(before, status=status, **changes)
+        self._index(entry, before)
 
-    def _index(self, entry: _Entry) -> None:
-        """Keep the heaps and sets of claimable and running jobs up to date after a move."""
+    def _index(self, entry: _Entry, before: StoredJob | None) -> None:
+        """Keep every index up to date after a move from ``before`` (None: just added)."""
         job = entry.job
+        if before is None or before.status is not job.status:
+            if before is not None:
+                self._file(before, -1)
+            self._file(job, 1)
         if job.status in CLAIMABLE:
             heap = self._due.setdefault(job.queue, [])
             heapq.heappush(heap, (job.run_at, entry.order, job.id))
@@ -477,6 +541,26 @@ class InMemoryJobStore(JobStore):
             self._running.add(job.id)
         else:
             self._running.discard(job.id)
+
+    def _file(self, job: StoredJob, sign: int) -> None:
+        """File ``job`` under its status (``sign`` 1), or take it out of there (-1)."""
+        self._counts[job.queue, job.status] += sign
+        self._counts_by_name[job.name, job.status] += sign
+        change = _insort if sign > 0 else _remove
+        change(self._listed.setdefault(job.status, []), (job.enqueued_at, job.id))
+        if job.finished_at is not None and job.status.finished:
+            change(self._finished.setdefault(job.status, []), (job.finished_at, job.id))
+
+    def _forget(self, entry: _Entry) -> None:
+        """Delete a finished job and whatever names it: its idempotency key is free again."""
+        job = entry.job
+        del self._jobs[job.id]
+        self._file(job, -1)
+        _remove(self._listed[None], (job.enqueued_at, job.id))
+        if job.idempotency_key is not None:
+            scoped = scoped_idempotency_key(job.tenant_id, job.idempotency_key)
+            if self._keys.get(scoped) == job.id:
+                del self._keys[scoped]
 
     def _drop_stale(self, heap: builtins.list[tuple[datetime, int, str]]) -> None:
         """Pop the entries at the top that no longer name a claimable job at that instant."""
@@ -531,6 +615,64 @@ class InMemoryJobStore(JobStore):
 
 
 _INTERRUPTED = {"last_error_code": JOB_INTERRUPTED, "last_error_type": JobInterruptedError.__name__}
+_OUTCOME_OF = {
+    JobEvent.COMPLETE: AttemptOutcome.SUCCEEDED,
+    JobEvent.RETRY: AttemptOutcome.FAILED,
+    JobEvent.DIE: AttemptOutcome.FAILED,
+    JobEvent.RELEASE: AttemptOutcome.RELEASED,
+    JobEvent.CANCEL: AttemptOutcome.CANCELLED,
+}
+"""How an attempt ends when its job leaves ``running`` by each event (an expiry says its own)."""
+
+
+def _ended(
+    history: tuple[AttemptRecord, ...],
+    outcome: AttemptOutcome,
+    now: datetime,
+    error_code: str | None,
+    error_type: str | None,
+) -> tuple[AttemptRecord, ...]:
+    """``history`` with its last attempt, the one running, ended at ``now``."""
+    *earlier, last = history
+    ended = replace(
+        last, outcome=outcome, ended_at=now, error_code=error_code, error_type=error_type
+    )
+    return (*earlier, ended)
+
+
+def _insort(index: builtins.list[_Key], key: _Key) -> None:
+    bisect.insort(index, key)
+
+
+def _remove(index: builtins.list[_Key], key: _Key) -> None:
+    position = bisect.bisect_left(index, key)
+    assert index[position] == key, f"{key} is not in the index"
+    del index[position]
+
+
+def _nested(counts: Counter[tuple[str, JobStatus]]) -> dict[str, dict[JobStatus, int]]:
+    """``{(a, status): n}`` as ``{a: {status: n}}``, leaving out a count of 0."""
+    nested: dict[str, dict[JobStatus, int]] = {}
+    for (key, status), count in counts.items():
+        if count:
+            nested.setdefault(key, {})[status] = count
+    return nested
+
+
+def _cursor_of(job: StoredJob) -> str:
+    """Where a listing goes on after ``job``: its enqueued_at and id, as text."""
+    return f"{job.enqueued_at.isoformat()}|{job.id}"
+
+
+def _key_of_cursor(cursor: str) -> _Key:
+    stamp, separator, job_id = cursor.partition("|")
+    try:
+        enqueued_at = datetime.fromisoformat(stamp)
+    except ValueError:
+        enqueued_at = None
+    if not separator or enqueued_at is None or enqueued_at.tzinfo is None:
+        raise ValueError("not a cursor of this store: pass a page's cursor as it was given")
+    return enqueued_at, job_id
 
 
 def _due(entry: _Entry, now: datetime) -> bool:

@@ -199,6 +199,11 @@ class JobState(StrEnum):
     SUCCEEDED = "succeeded"
     CANCELLED = "cancelled"
 
+    @property
+    def status(self) -> JobStatus:
+        """The status this state reads (``queued`` for scheduled and ready): a store's index."""
+        return JobStatus.QUEUED if self in _QUEUED_STATES else _STATUS_OF_STATE[self]
+
 
 _STATE_OF_STATUS = {
     JobStatus.RUNNING: JobState.RUNNING,
@@ -207,6 +212,8 @@ _STATE_OF_STATUS = {
     JobStatus.SUCCEEDED: JobState.SUCCEEDED,
     JobStatus.CANCELLED: JobState.CANCELLED,
 }
+_STATUS_OF_STATE = {state: status for status, state in _STATE_OF_STATUS.items()}
+_QUEUED_STATES = frozenset({JobState.SCHEDULED, JobState.READY})
 
 
 @dataclass(frozen=True, slots=True)

@@ -906,7 +906,7 @@ class JobStoreContract:
         assert self.listed(subject, scheduled, at_ms=9_999) == ["scheduled"]
         assert self.listed(subject, ready, at_ms=9_999) == ["ready"]
         assert self.listed(subject, scheduled, at_ms=10_000) == []
-        assert self.listed(subject, ready, at_ms=10_000) == ["scheduled", "ready"]
+        assert self.listed(subject, ready, at_ms=10_000) == ["ready", "scheduled"]
         # a failed job due again is still retrying, not ready: its attempts tell another story
         assert self.listed(subject, retrying, at_ms=10_000) == ["retrying"]
 
