@@ -34,6 +34,7 @@ LOG_LINES: dict[Outcome, tuple[str, int]] = {
         logging.DEBUG,
     ),
     Outcome.MISSED: ("Scheduled job missed", logging.WARNING),
+    Outcome.SKIPPED_PAUSED: ("Scheduled job skipped: paused by an operator", logging.INFO),
 }
 """The message and level of each outcome, as the seeds write them."""
 

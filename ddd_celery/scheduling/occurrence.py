@@ -13,6 +13,7 @@ An occurrence moves through the steps of ``MOVES``::
     locking --lock_taken | lock_not_needed--> claiming    locking --lock_held--> skipped-locked
     locking --lock_unavailable--> failed    claiming --lock_unavailable--> failed
     claiming --started--> running   claiming --queued--> queued   claiming --busy--> skipped-overlap
+    claiming --paused--> skipped-paused
     queued --promoted--> running    queued --dropped--> missed
     running --succeeded--> succeeded    running --failed--> failed
 """
@@ -56,6 +57,7 @@ class Step(StrEnum):
     SKIPPED_OVERLAP = Outcome.SKIPPED_OVERLAP.value
     SKIPPED_LOCKED = Outcome.SKIPPED_LOCKED.value
     MISSED = Outcome.MISSED.value
+    SKIPPED_PAUSED = Outcome.SKIPPED_PAUSED.value
 
     @property
     def outcome(self) -> Outcome | None:
@@ -80,6 +82,7 @@ class Event(StrEnum):
     STARTED = "started"
     QUEUED = "queued"
     BUSY = "busy"
+    PAUSED = "paused"
     PROMOTED = "promoted"
     DROPPED = "dropped"
     SUCCEEDED = "succeeded"
@@ -100,6 +103,7 @@ MOVES: dict[tuple[Step, Event], Step] = {
     (Step.CLAIMING, Event.STARTED): Step.RUNNING,
     (Step.CLAIMING, Event.QUEUED): Step.QUEUED,
     (Step.CLAIMING, Event.BUSY): Step.SKIPPED_OVERLAP,
+    (Step.CLAIMING, Event.PAUSED): Step.SKIPPED_PAUSED,
     (Step.QUEUED, Event.PROMOTED): Step.RUNNING,
     (Step.QUEUED, Event.DROPPED): Step.MISSED,
     (Step.RUNNING, Event.SUCCEEDED): Step.SUCCEEDED,

@@ -23,6 +23,8 @@ class Outcome(StrEnum):
     """Another instance runs this occurrence."""
     MISSED = "missed"
     """The occurrence passed and was not run (once per gap, with its first instant)."""
+    SKIPPED_PAUSED = "skipped-paused"
+    """An operator paused the job (``celery jobs pause``): not of the seeds, ddd_celery's own."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,6 +126,7 @@ PLACES = {
     Step.SKIPPED_LOCKED: (2.6, 2),
     Step.FAILED: (4, 2),
     Step.SKIPPED_OVERLAP: (5.4, 2),
+    Step.SKIPPED_PAUSED: (4.6, 2),
 }
 
 

@@ -19,13 +19,14 @@ from ddd_celery.scheduling.occurrence import Step
 from ddd_celery.scheduling.outcomes import Outcome, context_of, error_code_of
 
 
-def test_the_outcomes_are_the_seeds_five_strings() -> None:
+def test_the_outcomes_are_the_seeds_five_strings_then_an_operators_pause() -> None:
     assert [outcome.value for outcome in Outcome] == [
         "succeeded",
         "failed",
         "skipped-overlap",
         "skipped-locked",
         "missed",
+        "skipped-paused",
     ]
     assert Outcome("skipped-locked") is Outcome.SKIPPED_LOCKED
     assert f"{Outcome.SKIPPED_LOCKED}" == "skipped-locked"
