@@ -1,4 +1,4 @@
-"""The last run of each job on Redis, written by beat and the workers, read by any process."""
+"""The last run of each job and its history on Redis, written by beat and the workers."""
 
 from __future__ import annotations
 
@@ -11,22 +11,41 @@ from ddd_celery.kernel.instants import epoch_ms
 from ddd_celery.redis.batches import read_many
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.scripts import register
-from ddd_celery.scheduling.last_runs import JobLastRuns, run_as_dict, run_from_dict
+from ddd_celery.scheduling.last_runs import (
+    HISTORY_LIMIT,
+    JobLastRuns,
+    check_limits,
+    run_as_dict,
+    run_from_dict,
+)
 from ddd_celery.scheduling.outcomes import JobRun
 
 
 class RedisJobLastRuns(JobLastRuns):
-    """One hash per job, ``<prefix><job>``: ``at``, the occurrence in epoch ms, and ``run``, JSON.
+    """One hash per job, ``<prefix><job>``: ``at``, the occurrence in epoch ms, and ``run``, JSON;
+    and one list per job, ``<history_prefix><job>`` (by default ``<prefix>history:<job>``), its
+    records as JSON, newest first, capped at ``history_limit``.
 
-    A write is one EVALSHA of ``lua/last_run_write.lua``, which compares and sets atomically,
-    so writers racing keep the latest occurrence; occurrences are compared to the millisecond.
-    A read is one HGET, ``read_many`` one script per thousand jobs (``lua/json_many.lua``). The
-    key never expires. Raises ``StoreUnavailableError`` when Redis cannot be asked.
+    A write is one EVALSHA of ``lua/last_run_write.lua``, which compares and sets the hash and
+    pushes and trims the list atomically, so writers racing keep the latest occurrence and every
+    record; occurrences are compared to the millisecond. A read is one HGET, ``read_many`` one
+    script per thousand jobs (``lua/json_many.lua``), ``history`` one LRANGE. No key expires.
+    Raises ``StoreUnavailableError`` when Redis cannot be asked.
     """
 
-    def __init__(self, client: Redis, *, prefix: str = "ddd_celery:last-run:") -> None:
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        prefix: str = "ddd_celery:last-run:",
+        history_prefix: str | None = None,
+        history_limit: int = HISTORY_LIMIT,
+    ) -> None:
+        check_limits(history_limit)
         self._client = client
         self._prefix = prefix
+        self._history_prefix = f"{prefix}history:" if history_prefix is None else history_prefix
+        self._history_limit = history_limit
         self._write = register(client, "last_run_write.lua", after="occurrence_lib.lua")
         self._read_many = register(client, "json_many.lua")
 
@@ -40,11 +59,22 @@ class RedisJobLastRuns(JobLastRuns):
         """What this store puts before each key name."""
         return self._prefix
 
+    @property
+    def history_prefix(self) -> str:
+        """What this store puts before the name of each job's history list."""
+        return self._history_prefix
+
+    @property
+    def history_limit(self) -> int:
+        """How many records each job's history keeps."""
+        return self._history_limit
+
     def write(self, run: JobRun) -> None:
         record = json.dumps(run_as_dict(run), separators=(",", ":"))
         at = epoch_ms(run.scheduled_at)
+        keys = [self._prefix + run.job, self._history_prefix + run.job]
         with unavailable_as(StoreUnavailableError, f"write the last run of {run.job!r}"):
-            self._write(keys=[self._prefix + run.job], args=[at, record])
+            self._write(keys=keys, args=[at, record, self._history_limit])
 
     def read(self, job: str) -> JobRun | None:
         with unavailable_as(StoreUnavailableError, f"read the last run of {job!r}"):
@@ -58,3 +88,9 @@ class RedisJobLastRuns(JobLastRuns):
             job: None if record is None else run_from_dict(record)
             for job, record in records.items()
         }
+
+    def history(self, job: str, limit: int = HISTORY_LIMIT) -> list[JobRun]:
+        check_limits(limit)
+        with unavailable_as(StoreUnavailableError, f"read the run history of {job!r}"):
+            values = self._client.lrange(self._history_prefix + job, 0, limit - 1)
+        return [run_from_dict(json.loads(value)) for value in values]

@@ -60,13 +60,17 @@ class RedisOccurrenceStore(OccurrenceStore):
         run_prefix: str,
         checkpoint_prefix: str | None,
         last_run_prefix: str | None,
+        history: tuple[str, int] | None = None,
     ) -> None:
+        """``history``: the prefix of the last runs' history lists and their bound, for the
+        record ``end`` keeps (``RedisJobLastRuns.history_prefix`` and ``history_limit``)."""
         self._client = client
         self._clock = clock
         self._lock_prefix = lock_prefix
         self._run_prefix = run_prefix
         self._checkpoint_prefix = checkpoint_prefix
         self._last_run_prefix = last_run_prefix
+        self._history = history
         self._begin_script = register(client, "occurrence_begin.lua", after="occurrence_lib.lua")
         self._free_script = register(client, "occurrence_free.lua", after="occurrence_lib.lua")
         self._end_script = register(client, "run_end.lua", after="occurrence_lib.lua")
@@ -190,15 +194,18 @@ class RedisOccurrenceStore(OccurrenceStore):
         record = (
             json.dumps(run_as_dict(last_run), separators=(",", ":")) if keep and last_run else ""
         )
+        history_prefix, history_limit = self._history or (None, 0)
         keys = [
             self._run_prefix + job,
             _UNUSED if self._last_run_prefix is None else self._last_run_prefix + job,
+            _UNUSED if history_prefix is None else history_prefix + job,
         ]
         args: list[str | int] = [
             epoch_ms(to_utc(scheduled_at, "scheduled_at")),
             ttl_ms,
             int(keep),
             record,
+            history_limit,
         ]
         try:
             with unavailable_as(StoreUnavailableError, f"end the run of {job!r}"):

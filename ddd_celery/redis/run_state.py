@@ -98,6 +98,9 @@ class RedisJobRunState(JobRunState):
             run_prefix=self._prefix,
             checkpoint_prefix=None if checkpoints is None else checkpoints.prefix,
             last_run_prefix=None if last_runs is None else last_runs.prefix,
+            history=None
+            if last_runs is None
+            else (last_runs.history_prefix, last_runs.history_limit),
         )
 
 

@@ -1,13 +1,15 @@
-"""Last runs: the record of each job's latest occurrence, kept where any process can read it.
+"""Last runs: each job's latest occurrence and its recent outcomes, where any process reads them.
 
 Beat and the workers record outcomes in their own logs and metrics; a process that handled
-nothing (``celery jobs list``, an admin endpoint) reads what they last saw from this store.
+nothing (``celery jobs list``, ``jobs history``, an admin endpoint) reads what they last saw
+from this store.
 """
 
 from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -15,19 +17,27 @@ from typing import Any
 from ddd_celery.kernel.instants import to_utc
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 
+HISTORY_LIMIT = 50
+"""How many records of each job the history keeps by default: the newest, the older dropped."""
+
 
 class JobLastRuns(ABC):
-    """Where the recorder keeps, per job, the record of the latest occurrence it was told of.
+    """Where the recorder keeps, per job, the record of the latest occurrence it was told of,
+    and the history of the records it was told of last.
 
     A store shared by beat and the workers. It keeps the occurrence with the latest
     ``scheduled_at``: a record of an earlier occurrence never replaces a later one, and a new
     record of the same occurrence replaces the one kept (a run recorded after another instance
-    first saw its occurrence). A record holds what ``JobRun`` holds, never an error's message.
+    first saw its occurrence). The history keeps every record written, in the order written,
+    bounded per job (``HISTORY_LIMIT`` unless the adapter is given another bound), an earlier
+    occurrence's included (an occurrence replayed); a record equal to the newest in the history
+    is not added again (a write sent twice). A record holds what ``JobRun`` holds, never an
+    error's message.
     """
 
     @abstractmethod
     def write(self, run: JobRun) -> None:
-        """Keep ``run`` unless a later occurrence of its job is kept.
+        """Keep ``run`` unless a later occurrence of its job is kept; add it to the history.
 
         Raises:
             ValueError: an instant of ``run`` is naive; nothing is written.
@@ -54,6 +64,23 @@ class JobLastRuns(ABC):
         """
         return {job: self.read(job) for job in jobs}
 
+    @abstractmethod
+    def history(self, job: str, limit: int = HISTORY_LIMIT) -> list[JobRun]:
+        """The newest ``limit`` records of ``job``'s history, newest written first (instants
+        aware UTC); fewer when fewer are kept, none for a job never written.
+
+        Raises:
+            ValueError: ``limit`` is not positive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
+        """
+
+
+def check_limits(*limits: int) -> None:
+    """Refuse a bound or a ``limit`` of the history that is not a positive number of records."""
+    for limit in limits:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise ValueError(f"a history holds a positive number of records, not {limit!r}")
+
 
 class InMemoryJobLastRuns(JobLastRuns):
     """The last runs of one process: what a test or a single instance needs.
@@ -62,8 +89,11 @@ class InMemoryJobLastRuns(JobLastRuns):
     reads is what the shared stores would give back.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, history_limit: int = HISTORY_LIMIT) -> None:
+        check_limits(history_limit)
         self._records: dict[str, tuple[datetime, dict[str, Any]]] = {}
+        self._histories: dict[str, deque[dict[str, Any]]] = {}
+        self._history_limit = history_limit
         self._mutex = threading.Lock()
 
     def write(self, run: JobRun) -> None:
@@ -73,11 +103,20 @@ class InMemoryJobLastRuns(JobLastRuns):
             kept = self._records.get(run.job)
             if kept is None or scheduled_at >= kept[0]:
                 self._records[run.job] = (scheduled_at, record)
+            history = self._histories.setdefault(run.job, deque(maxlen=self._history_limit))
+            if not history or history[0] != record:
+                history.appendleft(record)
 
     def read(self, job: str) -> JobRun | None:
         with self._mutex:
             kept = self._records.get(job)
         return None if kept is None else run_from_dict(kept[1])
+
+    def history(self, job: str, limit: int = HISTORY_LIMIT) -> list[JobRun]:
+        check_limits(limit)
+        with self._mutex:
+            records = list(self._histories.get(job, ()))[:limit]
+        return [run_from_dict(record) for record in records]
 
 
 def run_as_dict(run: JobRun) -> dict[str, Any]:

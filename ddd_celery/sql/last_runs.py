@@ -1,12 +1,19 @@
-"""``SqlJobLastRuns``: each scheduled job's latest occurrence, in ``<prefix>job_last_runs``."""
+"""``SqlJobLastRuns``: each scheduled job's latest occurrence, in ``<prefix>job_last_runs``, and
+its recent records, in ``<prefix>job_run_history``."""
 
 from __future__ import annotations
 
 import json
 
-from sqlalchemy import Engine, select
+from sqlalchemy import BigInteger, Connection, Engine, Table, bindparam, delete, insert, select
 
-from ddd_celery.scheduling.last_runs import JobLastRuns, run_from_dict
+from ddd_celery.scheduling.last_runs import (
+    HISTORY_LIMIT,
+    JobLastRuns,
+    check_limits,
+    run_as_dict,
+    run_from_dict,
+)
 from ddd_celery.scheduling.outcomes import JobRun
 from ddd_celery.sql.connection import Connector
 from ddd_celery.sql.errors import StoreUnavailableError
@@ -18,21 +25,25 @@ class SqlJobLastRuns(JobLastRuns):
     """The last runs written by beats and workers, read by ``celery jobs list`` anywhere.
 
     A write is one upsert that keeps the row unless the new record's occurrence is the same or
-    later, so writers racing keep the latest occurrence. Raises ``StoreUnavailableError`` when
-    the database cannot be asked.
+    later, so writers racing keep the latest occurrence, and a row of the history, the job's
+    rows past ``history_limit`` deleted, in one transaction. Raises ``StoreUnavailableError``
+    when the database cannot be asked.
     """
 
-    def __init__(self, engine: Engine, *, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(
+        self, engine: Engine, *, prefix: str = DEFAULT_PREFIX, history_limit: int = HISTORY_LIMIT
+    ) -> None:
+        check_limits(history_limit)
         self._connector = Connector(engine, unavailable=StoreUnavailableError)
-        self._table = tables(prefix).last_runs
-        self.rows = LastRunRows(engine, self._table)
+        made = tables(prefix)
+        self._table = made.last_runs
+        self._history = made.run_history
+        self.rows = HistoryRows(engine, self._table, made.run_history, limit=history_limit)
         """The write, which ``SqlOccurrenceStore`` runs in its own transactions."""
         self.engine = engine
 
     def write(self, run: JobRun) -> None:
-        with self._connector.transaction(
-            f"write the last run of {run.job!r}", single=True
-        ) as connection:
+        with self._connector.transaction(f"write the last run of {run.job!r}") as connection:
             self.rows.write(connection, run)
 
     def read(self, job: str) -> JobRun | None:
@@ -42,3 +53,50 @@ class SqlJobLastRuns(JobLastRuns):
         ) as connection:
             record = connection.scalar(select(table.c.run).where(table.c.job == job))
         return None if record is None else run_from_dict(json.loads(record))
+
+    def history(self, job: str, limit: int = HISTORY_LIMIT) -> list[JobRun]:
+        check_limits(limit)
+        table = self._history
+        query = (
+            select(table.c.run).where(table.c.job == job).order_by(table.c.id.desc()).limit(limit)
+        )
+        with self._connector.transaction(
+            f"read the run history of {job!r}", single=True
+        ) as connection:
+            records = connection.scalars(query).all()
+        return [run_from_dict(json.loads(record)) for record in records]
+
+
+class HistoryRows(LastRunRows):
+    """The write of a last run and of its row in the history, on a connection the caller holds.
+
+    The history's rows of the job are read newest first on the index ``(job, id)``: the newest
+    is compared (a record equal to it is a write sent twice, not added again), and those past
+    ``limit`` are deleted, so a job's rows stay within the bound whatever writes race.
+    """
+
+    def __init__(self, engine: Engine, table: Table, history: Table, *, limit: int) -> None:
+        super().__init__(engine, table)
+        job = bindparam("history_job")
+        newest = select(history.c.id, history.c.run).where(history.c.job == job)
+        self._newest = newest.order_by(history.c.id.desc()).limit(1)
+        self._add = insert(history).values(job=job, run=bindparam("record"))
+        kept_from = (
+            select(history.c.id)
+            .where(history.c.job == job)
+            .order_by(history.c.id.desc())
+            .limit(1)
+            .offset(bindparam("limit", type_=BigInteger))
+            .scalar_subquery()
+        )
+        self._prune = delete(history).where(history.c.job == job, history.c.id <= kept_from)
+        self._limit = limit
+
+    def write(self, connection: Connection, run: JobRun) -> None:
+        super().write(connection, run)
+        record = json.dumps(run_as_dict(run), separators=(",", ":"))
+        newest = connection.execute(self._newest, {"history_job": run.job}).first()
+        if newest is not None and newest.run == record:
+            return
+        connection.execute(self._add, {"history_job": run.job, "record": record})
+        connection.execute(self._prune, {"history_job": run.job, "limit": self._limit})

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ddd_celery.scheduling.last_runs import JobLastRuns
+from ddd_celery.scheduling.last_runs import HISTORY_LIMIT, JobLastRuns
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 
 JOB = "billing.send-payment-reminders"
@@ -73,7 +73,8 @@ _outcomes = st.sampled_from([Outcome.SUCCEEDED, Outcome.FAILED, Outcome.MISSED])
 
 
 class JobLastRunsContract:
-    """The record of each job's latest occurrence: shared, never replaced by an earlier one."""
+    """The record of each job's latest occurrence: shared, never replaced by an earlier one; and
+    its history: every record in the order written, bounded."""
 
     def test_a_job_never_written_has_no_last_run(
         self, last_runs_subject: JobLastRunsSubject
@@ -233,3 +234,98 @@ class JobLastRunsContract:
         assert kept is not None
         assert kept.scheduled_at == T0 + timedelta(minutes=1)
         assert read[jobs[1]] is None
+
+    def test_a_job_never_written_has_an_empty_history(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        assert last_runs_subject.last_runs.history(JOB) == []
+
+    def test_the_history_holds_every_record_newest_written_first_an_earlier_one_included(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        """A replay of an earlier occurrence leaves the last run alone, not the history."""
+        runs = [failed(T0), succeeded(T1), not_run(T1, Outcome.MISSED), succeeded(T0)]
+        for run in runs:
+            last_runs_subject.last_runs.write(run)
+
+        assert last_runs_subject.peer.history(JOB) == runs[::-1]
+        assert last_runs_subject.peer.read(JOB) == not_run(T1, Outcome.MISSED)
+
+    def test_the_history_keeps_the_newest_records_up_to_its_bound(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        runs = [succeeded(T0 + timedelta(minutes=m)) for m in range(HISTORY_LIMIT + 7)]
+        for run in runs:
+            last_runs_subject.last_runs.write(run)
+
+        kept = last_runs_subject.peer.history(JOB, limit=HISTORY_LIMIT + 7)
+
+        assert kept == runs[::-1][:HISTORY_LIMIT]
+
+    def test_a_history_read_gives_at_most_its_limit_newest_first(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        runs = [failed(T0 + timedelta(minutes=minutes)) for minutes in range(5)]
+        for run in runs:
+            last_runs_subject.last_runs.write(run)
+
+        assert last_runs_subject.last_runs.history(JOB, limit=2) == [runs[4], runs[3]]
+        assert last_runs_subject.last_runs.history(JOB, limit=1) == [runs[4]]
+
+    @pytest.mark.parametrize("limit", [0, -1])
+    def test_a_history_read_of_no_record_is_refused(
+        self, last_runs_subject: JobLastRunsSubject, limit: int
+    ) -> None:
+        with pytest.raises(ValueError, match="positive number of records"):
+            last_runs_subject.last_runs.history(JOB, limit=limit)
+
+    def test_a_record_written_twice_in_a_row_is_one_entry_of_the_history(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        """A write sent again (its reply lost), or two beats recording the same gap missed."""
+        last_runs_subject.last_runs.write(succeeded(T0))
+        last_runs_subject.last_runs.write(not_run(T1, Outcome.MISSED))
+        last_runs_subject.peer.write(not_run(T1, Outcome.MISSED))
+
+        assert last_runs_subject.last_runs.history(JOB) == [
+            not_run(T1, Outcome.MISSED),
+            succeeded(T0),
+        ]
+
+    def test_jobs_have_their_own_histories(self, last_runs_subject: JobLastRunsSubject) -> None:
+        last_runs_subject.last_runs.write(failed(T1))
+        last_runs_subject.peer.write(succeeded(T0, job=f"{JOB}:eu"))
+
+        assert last_runs_subject.last_runs.history(JOB) == [failed(T1)]
+        assert last_runs_subject.last_runs.history(f"{JOB}:eu") == [succeeded(T0, job=f"{JOB}:eu")]
+        assert last_runs_subject.last_runs.history("billing") == []
+
+    def test_a_record_refused_for_a_naive_instant_is_not_in_the_history(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        with pytest.raises(ValueError, match="naive"):
+            last_runs_subject.last_runs.write(succeeded(T0.replace(tzinfo=None)))
+
+        assert last_runs_subject.last_runs.history(JOB) == []
+
+    def test_instances_writing_at_once_each_add_their_record_to_the_history(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        runs = [succeeded(T0 + timedelta(minutes=minutes)) for minutes in range(16)]
+        writers = [last_runs_subject.last_runs, last_runs_subject.peer] * 8
+        start = threading.Barrier(len(runs))
+
+        def write(writer: JobLastRuns, run: JobRun) -> None:
+            start.wait()
+            writer.write(run)
+
+        threads = [
+            threading.Thread(target=write, args=pair) for pair in zip(writers, runs, strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        history = last_runs_subject.last_runs.history(JOB)
+        assert sorted(history, key=lambda run: run.scheduled_at) == runs

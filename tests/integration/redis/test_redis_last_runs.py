@@ -1,4 +1,5 @@
-"""RedisJobLastRuns on the real Redis: its keys, its round trips, and outages."""
+"""RedisJobLastRuns on the real Redis: its keys, its round trips, the history's bound, and
+outages."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from redis import Redis
@@ -21,8 +22,8 @@ AT = datetime(2026, 3, 2, 6, 0, tzinfo=UTC)
 AT_MS = 1_772_431_200_000
 
 
-def missed(job: str) -> JobRun:
-    return JobRun(job=job, scheduled_at=AT, outcome=Outcome.MISSED, context="test")
+def missed(job: str, at: datetime = AT) -> JobRun:
+    return JobRun(job=job, scheduled_at=at, outcome=Outcome.MISSED, context="test")
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def job(redis_client: Redis) -> Iterator[str]:
     """A job of this test's own, whose last run under the default prefix is deleted after."""
     job = f"test.last-runs-{uuid.uuid4().hex}"
     yield job
-    redis_client.delete(f"ddd_celery:last-run:{job}")
+    redis_client.delete(f"ddd_celery:last-run:{job}", f"ddd_celery:last-run:history:{job}")
 
 
 def test_a_last_run_is_a_hash_of_its_instant_and_its_json_that_never_expires(
@@ -56,6 +57,35 @@ def test_a_last_run_is_a_hash_of_its_instant_and_its_json_that_never_expires(
     assert redis_client.pttl(key) == -1
 
 
+def test_the_history_is_a_list_of_the_same_json_newest_first_that_never_expires(
+    redis_client: Redis, job: str
+) -> None:
+    RedisJobLastRuns(redis_client).write(missed(job))
+
+    key = f"ddd_celery:last-run:history:{job}"
+    [record] = redis_client.lrange(key, 0, -1)
+    assert record == redis_client.hget(f"ddd_celery:last-run:{job}", "run")
+    assert redis_client.pttl(key) == -1
+
+
+def test_the_history_list_is_trimmed_to_the_bound_the_store_is_given(
+    redis_client: Redis, job: str
+) -> None:
+    last_runs = RedisJobLastRuns(redis_client, history_limit=3)
+    runs = [missed(job, at=AT + timedelta(minutes=minutes)) for minutes in range(5)]
+    for run in runs:
+        last_runs.write(run)
+
+    assert redis_client.llen(f"ddd_celery:last-run:history:{job}") == 3
+    assert last_runs.history(job, limit=10) == runs[:1:-1]
+
+
+@pytest.mark.parametrize("limit", [0, -3])
+def test_a_history_bound_that_keeps_nothing_is_refused(redis_client: Redis, limit: int) -> None:
+    with pytest.raises(ValueError, match="positive number of records"):
+        RedisJobLastRuns(redis_client, history_limit=limit)
+
+
 def test_writing_is_one_evalsha_and_reading_one_hget(
     recorded: tuple[Redis, list[tuple[str, ...]]], prefix: str
 ) -> None:
@@ -69,11 +99,28 @@ def test_writing_is_one_evalsha_and_reading_one_hget(
     last_runs.read("billing.close-month")
 
     assert [command[0] for command in commands] == ["EVALSHA", "HGET"]
-    assert commands[0][2:4] == ("1", f"{prefix}billing.close-month")
-    assert commands[0][4] == str(AT_MS)
+    assert commands[0][2:5] == (
+        "2",
+        f"{prefix}billing.close-month",
+        f"{prefix}history:billing.close-month",
+    )
+    assert commands[0][5] == str(AT_MS)
 
 
-@pytest.mark.parametrize("action", ["read", "write"])
+def test_a_history_read_is_one_lrange_of_its_limit(
+    recorded: tuple[Redis, list[tuple[str, ...]]], prefix: str
+) -> None:
+    client, commands = recorded
+    last_runs = RedisJobLastRuns(client, prefix=prefix, history_prefix=f"{prefix}h:")
+    last_runs.history("billing.close-month")  # connected once
+    commands.clear()
+
+    last_runs.history("billing.close-month", limit=7)
+
+    assert commands == [("LRANGE", f"{prefix}h:billing.close-month", "0", "6")]
+
+
+@pytest.mark.parametrize("action", ["read", "write", "history"])
 def test_an_unreachable_redis_makes_the_last_runs_unavailable_at_once(
     closed_port_url: str, action: str
 ) -> None:
@@ -81,10 +128,12 @@ def test_an_unreachable_redis_makes_the_last_runs_unavailable_at_once(
     operations: dict[str, Callable[[], object]] = {
         "read": lambda: last_runs.read("billing.close-month"),
         "write": lambda: last_runs.write(missed("billing.close-month")),
+        "history": lambda: last_runs.history("billing.close-month"),
     }
     started = time.monotonic()
 
-    with pytest.raises(StoreUnavailableError, match=f"{action} the last run") as raised:
+    doing = "read the run history" if action == "history" else f"{action} the last run"
+    with pytest.raises(StoreUnavailableError, match=doing) as raised:
         operations[action]()
 
     assert isinstance(raised.value.__cause__, RedisConnectionError)

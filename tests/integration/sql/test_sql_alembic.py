@@ -24,7 +24,16 @@ from ddd_celery.sql.process_store import create_process_tables, drop_process_tab
 
 pytestmark = pytest.mark.postgres
 
-NAMES = ("locks", "job_checkpoints", "job_runs", "job_last_runs", "jobs", "processes")
+NAMES = (
+    "locks",
+    "job_checkpoints",
+    "job_runs",
+    "job_last_runs",
+    "job_run_history",
+    "job_pauses",
+    "jobs",
+    "processes",
+)
 
 
 @pytest.fixture
