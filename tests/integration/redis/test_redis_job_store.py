@@ -19,6 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ddd_celery.background.store import (
     EnqueuedBy,
+    JobFilter,
     JobLease,
     JobStatus,
     LostLeaseError,
@@ -69,6 +70,12 @@ def members(client: Redis, key: str) -> list[tuple[str, int]]:
     return [(m.decode(), int(s)) for m, s in client.zrange(key, 0, -1, withscores=True)]
 
 
+def history_of(client: Redis, key: str) -> list[dict[str, object]]:
+    """The ``history`` field of a job's hash, as JSON (``begin_attempt`` in ``job_lib.lua``)."""
+    history: list[dict[str, object]] = json.loads(client.hget(key, "history") or b"[]")
+    return history
+
+
 def test_a_job_is_a_hash_with_instants_in_epoch_ms_and_json_values(
     redis_client: Redis, prefix: str
 ) -> None:
@@ -106,17 +113,27 @@ def test_each_status_lives_in_the_indexes_the_layout_documents(
 ) -> None:
     store = RedisJobStore(redis_client, prefix=prefix)
     store.add(new_job("later", run_at=at(60_000)), dispatched=False)
-    store.add(new_job("now"), dispatched=True)
+    store.add(new_job("now", tenant_id="clinic-7"), dispatched=True)
     assert keys_of(redis_client, prefix) == {
         "job:later",
         "job:now",
         "pending",
         "dispatched",
         "queue:billing",
-        "enqueued",
-        "status:queued",
+        "list:all",
+        "list:status:queued",
+        "list:name:billing.compile-statements",
+        "list:tenant:clinic-7",
         "stats",
+        "stats:name",
     }
+    # ms since 0001-01-01, in 15 digits: lexical order is (enqueued_at, id) order
+    since_year_1 = f"{T0_MS + 62_135_596_800_000:015d}"
+    assert members(redis_client, f"{prefix}list:all") == [
+        (f"{since_year_1}:later", 0),
+        (f"{since_year_1}:now", 0),
+    ]
+    assert members(redis_client, f"{prefix}list:tenant:clinic-7") == [(f"{since_year_1}:now", 0)]
     assert members(redis_client, f"{prefix}pending") == [("later", T0_MS + 60_000)]
     assert members(redis_client, f"{prefix}dispatched") == [("now", T0_MS)]
     assert members(redis_client, f"{prefix}queue:billing") == [
@@ -124,26 +141,44 @@ def test_each_status_lives_in_the_indexes_the_layout_documents(
         ("later", T0_MS + 60_000),
     ]
 
-    claimed = store.claim_job("now", now=at(1_000), lease_ms=LEASE_MS)
+    claimed = store.claim_job("now", now=at(1_000), lease_ms=LEASE_MS, worker="celery@w1")
     assert claimed is not None
     assert members(redis_client, f"{prefix}leases") == [("now", T0_MS + 31_000)]
     assert members(redis_client, f"{prefix}dispatched") == []
     assert redis_client.hget(f"{prefix}job:now", "lease_token") == claimed.lease.token.encode()
+    attempt = {"number": 1, "started_at": str(T0_MS + 1_000), "worker": "celery@w1"}
+    assert history_of(redis_client, f"{prefix}job:now") == [{**attempt, "outcome": "running"}]
 
     store.complete(claimed.lease, now=at(2_000))
-    assert members(redis_client, f"{prefix}finished") == [("now", T0_MS + 2_000)]
+    assert history_of(redis_client, f"{prefix}job:now") == [
+        {**attempt, "outcome": "succeeded", "ended_at": str(T0_MS + 2_000)}
+    ]
+    assert members(redis_client, f"{prefix}finished:succeeded") == [("now", T0_MS + 2_000)]
     assert redis_client.exists(f"{prefix}leases") == 0
-    assert members(redis_client, f"{prefix}status:succeeded") == [("now", T0_MS)]
-    assert members(redis_client, f"{prefix}status:queued") == [("later", T0_MS)]
+    assert members(redis_client, f"{prefix}list:status:succeeded") == [(f"{since_year_1}:now", 0)]
+    assert members(redis_client, f"{prefix}list:status:queued") == [(f"{since_year_1}:later", 0)]
     assert redis_client.hgetall(f"{prefix}stats") == {
         b"billing|queued": b"1",
         b"billing|succeeded": b"1",
     }
+    assert redis_client.hgetall(f"{prefix}stats:name") == {
+        b"billing.compile-statements|queued": b"1",
+        b"billing.compile-statements|succeeded": b"1",
+    }
 
     assert store.purge_finished(before=at(3_000)) == 1
-    assert "job:now" not in keys_of(redis_client, prefix)
-    assert "status:succeeded" not in keys_of(redis_client, prefix)
-    assert members(redis_client, f"{prefix}enqueued") == [("later", T0_MS)]
+    left = {key for key in keys_of(redis_client, prefix) if not key.startswith("purged:")}
+    assert left == {
+        "job:later",
+        "pending",
+        "queue:billing",
+        "list:all",
+        "list:status:queued",
+        "list:name:billing.compile-statements",
+        "stats",
+        "stats:name",
+    }
+    assert members(redis_client, f"{prefix}list:all") == [(f"{since_year_1}:later", 0)]
 
 
 def test_every_operation_is_one_round_trip(
@@ -187,6 +222,8 @@ def test_every_operation_is_one_round_trip(
             store.find(f"j{n}", tenant_id=None)
         with trip("list_jobs"):
             store.list_jobs(status=JobStatus.SUCCEEDED)
+        with trip("list_page"):
+            store.list_page(JobFilter(name="billing.compile-statements"), now=T0, limit=1)
         with trip("stats"):
             store.stats()
         with trip("take_due"):
@@ -195,10 +232,11 @@ def test_every_operation_is_one_round_trip(
             store.expire_leases(now=T0, limit=100)
         with trip("purge_finished"):
             store.purge_finished(before=at(1))
+        with trip("reindex"):
+            store.reindex()
 
-    reads = {"find", "stats"}
-    assert len(trips) == 16
-    assert trips == {name: ["HGETALL"] if name in reads else ["EVALSHA"] for name in trips}
+    assert len(trips) == 18
+    assert trips == {name: ["HGETALL"] if name == "find" else ["EVALSHA"] for name in trips}
 
 
 def test_the_relay_takes_a_thousand_due_jobs_in_one_script_call_earliest_first(
@@ -233,7 +271,8 @@ def test_a_purge_deletes_in_batches_so_redis_is_never_held_long(
     assert store.purge_finished(before=at(1)) == count
 
     assert [command[0] for command in commands] == ["EVALSHA"] * 3
-    assert keys_of(client, prefix) == set()
+    # each batch's reply, kept a minute by its token for that batch sent again
+    assert {key.partition(":")[0] for key in keys_of(client, prefix)} == {"purged"}
 
 
 def test_concurrent_claims_from_two_connections_take_each_job_once(

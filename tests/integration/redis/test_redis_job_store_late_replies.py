@@ -14,7 +14,14 @@ import pytest
 from fault_proxy import FaultProxy
 from redis import Redis
 
-from ddd_celery.background.store import EnqueuedBy, JobLease, JobStatus, LostLeaseError, NewJob
+from ddd_celery.background.store import (
+    AttemptOutcome,
+    EnqueuedBy,
+    JobLease,
+    JobStatus,
+    LostLeaseError,
+    NewJob,
+)
 from ddd_celery.redis import RedisJobStore, connect
 
 pytestmark = pytest.mark.redis
@@ -87,6 +94,7 @@ def warm(stores: Stores) -> None:
             report(forged, now=T0)
     with pytest.raises(LostLeaseError):
         store.fail(forged, now=T0, error_code="X", error_type="E", retry_at=None)
+    store.purge_finished(before=T0, limit=1)
 
 
 def found(stores: Stores, job_id: str) -> tuple[JobStatus, int]:
@@ -102,14 +110,18 @@ def test_a_claim_whose_reply_is_late_holds_its_lease_and_counts_one_attempt(
     warm(stores)
     stores.make_late()
 
-    claimed = stores.late.claim_job("j1", now=T0, lease_ms=LEASE_MS)
+    claimed = stores.late.claim_job("j1", now=T0, lease_ms=LEASE_MS, worker="celery@w1")
 
     stores.assert_sent_twice()
     assert claimed is not None
     assert (claimed.lease.attempt, claimed.job.attempts) == (1, 1)
+    assert [(a.number, a.worker) for a in claimed.job.history] == [(1, "celery@w1")]
     assert found(stores, "j1") == (JobStatus.RUNNING, 1)
     stores.direct.complete(claimed.lease, now=at(10))
     assert found(stores, "j1") == (JobStatus.SUCCEEDED, 1)
+    job = stores.direct.find("j1", tenant_id=None)
+    assert job is not None
+    assert [(a.number, a.outcome) for a in job.history] == [(1, AttemptOutcome.SUCCEEDED)]
 
 
 def test_a_poller_claim_whose_reply_is_late_answers_the_jobs_it_claimed_and_no_more(
@@ -197,3 +209,18 @@ def test_an_add_whose_reply_is_late_keeps_one_job(stores: Stores) -> None:
     stores.assert_sent_twice()
     assert kept == "j1"
     assert sorted(job.id for job in stores.direct.list_jobs()) == ["j1", "warm-add"]
+
+
+def test_a_purge_batch_whose_reply_is_late_deletes_its_batch_once(stores: Stores) -> None:
+    for job_id in ("j1", "j2", "j3"):
+        stores.direct.add(new_job(job_id), dispatched=False)
+    for n, job_id in enumerate(("j1", "j2", "j3")):
+        stores.direct.cancel(job_id, tenant_id=None, now=at(n))
+    warm(stores)
+    stores.make_late()
+
+    purged = stores.late.purge_finished(before=at(10), limit=2)
+
+    stores.assert_sent_twice()
+    assert purged == 2
+    assert [job.id for job in stores.direct.list_jobs()] == ["j3"]
