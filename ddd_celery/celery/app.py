@@ -45,6 +45,7 @@ from ddd_celery.celery.registry import (
     check_providers,
 )
 from ddd_celery.celery.tasks import on_task_revoked, register_job_task
+from ddd_celery.declarations.schedule import ParsedJobSchedule
 from ddd_celery.declarations.scheduled import ScheduledJobDeclaration, declaration_of
 from ddd_celery.kernel.clock import Clock, SystemClock
 from ddd_celery.kernel.ids import IdGenerator, UuidGenerator
@@ -167,7 +168,7 @@ def install_jobs(
     schedules = apply_job_settings(
         {job.name: job.schedule for job in described}, settings or {}, switches
     )
-    all_jobs = [replace(job, schedule=schedules[job.name]) for job in described]
+    all_jobs = [_effective(job, schedules[job.name]) for job in described]
     for job in all_jobs:
         require_tenants(job.name, job.schedule.options, tenants)
     providers = dict(providers or {})
@@ -360,6 +361,13 @@ def _described(
             f"routes name {', '.join(map(repr, unknown))}, which no job declares", job=unknown[0]
         )
     return [_routed(job, routes.get(job.name)) for job in [*jobs, *entries]]
+
+
+def _effective(job: CeleryJob, schedule: ParsedJobSchedule) -> CeleryJob:
+    """The job on the schedule its settings give, keeping the declared one when they differ."""
+    if schedule == job.schedule:
+        return job
+    return replace(job, schedule=schedule, declared_schedule=job.schedule)
 
 
 def _routed(job: CeleryJob, queue: str | None) -> CeleryJob:

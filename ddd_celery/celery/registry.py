@@ -52,6 +52,9 @@ class CeleryJob:
     """A system job beat runs in its own process at the instant, instead of sending a task
     (the relay of background jobs): recorded like any occurrence, under the same lock. It
     returns False when it logs what it did itself: its success is then logged at DEBUG."""
+    declared_schedule: ParsedJobSchedule | None = None
+    """The schedule the job was declared with, when settings changed it (``schedule`` is the
+    one it runs on): beat logs both at start."""
 
     @property
     def declared(self) -> bool:
