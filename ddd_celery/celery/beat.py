@@ -24,6 +24,7 @@ import logging
 import random as _random
 from collections import deque
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, NamedTuple
@@ -38,7 +39,7 @@ from ddd_celery.celery.guards import refuse_pickle_at_start
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.declarations.options import OverlapPolicy
-from ddd_celery.declarations.schedule import CronRule
+from ddd_celery.declarations.schedule import CronRule, ParsedJobSchedule
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.kernel.lock import Lease
 from ddd_celery.scheduling.errors import JobAbortedError, JobLockUnavailableError
@@ -160,6 +161,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         for job in enabled:
             self._resume(job, now, checkpoints.get(job.name))
         self._log_jobs(jobs)
+        _log_overrides(jobs)
 
     def _log_jobs(self, jobs: CeleryJobs) -> None:
         """Log each job at INFO, soonest first: its schedule and first instant, UTC and local.
@@ -252,12 +254,15 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             return "    . ddd_celery -> no jobs installed (call install_jobs)"
         except ValueError as error:  # the configuration cannot run them; setup_schedule stops
             return f"    . ddd_celery -> cannot start: {error}"
-        entries = sum(1 for job in jobs.jobs.values() if not job.declared)
+        system = [job.name for job in jobs.jobs.values() if job.inline is not None]
+        entries = sum(1 for job in jobs.jobs.values() if not job.declared and job.inline is None)
+        counted = _count(len(jobs.jobs) - len(system), "job")
+        if entries:
+            counted += f" ({entries} from beat_schedule)"
+        if system:
+            counted += f", {_count(len(system), 'system job')} ({', '.join(sorted(system))})"
         running = "" if jobs.start else ", none run by time here (RUN_JOBS)"
-        return (
-            f"    . ddd_celery -> {len(jobs.jobs)} jobs ({entries} from beat_schedule), "
-            f"lock {type(jobs.lock).__name__}{running}"
-        )
+        return f"    . ddd_celery -> {counted}, lock {type(jobs.lock).__name__}{running}"
 
     def _tick(self) -> float:
         if self._closed:  # a closed scheduler sends nothing, whoever ticks it
@@ -602,6 +607,57 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self, at: datetime, kind: _Kind, job: CeleryJob, occurrence: Occurrence | None = None
     ) -> None:
         heapq.heappush(self._due, _Entry(at, next(self._seq), kind, job, occurrence))
+
+
+def _log_overrides(jobs: CeleryJobs) -> None:
+    """One INFO line per job whose settings change its declared schedule: the declared one and
+    the one it runs on, each with the options that differ between them.
+
+    Past ``LISTED_AT_START`` jobs, one line says how many more there are.
+    """
+    overridden = sorted(
+        (job for job in jobs.jobs.values() if job.declared_schedule is not None),
+        key=lambda job: job.name,
+    )
+    for job in overridden[:LISTED_AT_START]:
+        assert job.declared_schedule is not None
+        declared, effective = _compared(job.declared_schedule, job.schedule)
+        logger.info(
+            "beat: settings override the declared schedule of %s: declared %s, runs on %s",
+            job.name,
+            declared,
+            effective,
+            extra={"job": job.name, "declared": declared, "effective": effective},
+        )
+    if len(overridden) > LISTED_AT_START:
+        logger.info(
+            "beat: the settings of %d more jobs override their declared schedules",
+            len(overridden) - LISTED_AT_START,
+            extra={"jobs": len(overridden)},
+        )
+
+
+def _compared(declared: ParsedJobSchedule, effective: ParsedJobSchedule) -> tuple[str, str]:
+    """Each schedule's description, followed by the options in which the two differ."""
+    before, after = asdict(declared.options), asdict(effective.options)
+    differ = [name for name in before if before[name] != after[name]]
+
+    def described(schedule: ParsedJobSchedule, options: dict[str, Any]) -> str:
+        if not differ:
+            return schedule.description
+        values = ", ".join(f"{name}={_option(options[name])}" for name in differ)
+        return f"{schedule.description} ({values})"
+
+    return described(declared, before), described(effective, after)
+
+
+def _option(value: Any) -> str:
+    return str(value.value if isinstance(value, Enum) else value).lower()
+
+
+def _count(count: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _error(beginning: Beginning) -> Exception:

@@ -97,3 +97,90 @@ def test_past_the_cap_one_line_says_how_many_more_jobs_there_are(
         "beat: 7 more jobs not listed here; `celery jobs list` shows every job"
     )
     assert summary.__dict__["jobs"] == count
+
+
+def test_a_job_whose_settings_change_its_schedule_is_logged_declared_and_effective(
+    make_app: AppFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_app()
+    clock = FixedClock(NOW)
+    install_jobs(
+        app,
+        jobs=[
+            declaration("billing.close-day", cron="30 2 * * *", time_zone="Europe/Paris"),
+            declaration("notification.send-due", every="15m"),
+            declaration("billing.export", every="1h"),
+        ],
+        lock=InMemoryLock(clock),
+        clock=clock,
+        settings={
+            "billing.close-day": {"schedule": {"cron": "0 3 * * *", "time_zone": "UTC"}},
+            "billing.export": {"timeout_ms": 60_000, "overlap": "queue"},
+        },
+        environ={"JOB_NOTIFICATION_SEND_DUE_ENABLED": "false"},
+    )
+    caplog.set_level(logging.INFO, logger=BEAT_LOGGER)
+
+    JobBeatScheduler(app=app)
+
+    overrides = [r for r in caplog.records if r.getMessage().startswith("beat: settings override")]
+    assert [r.getMessage() for r in overrides] == [
+        "beat: settings override the declared schedule of billing.close-day: "
+        "declared cron 30 2 * * * (Europe/Paris), runs on cron 0 3 * * * (UTC)",
+        "beat: settings override the declared schedule of billing.export: "
+        "declared every 1h (overlap=skip, timeout_ms=none), "
+        "runs on every 1h (overlap=queue, timeout_ms=60000)",
+        "beat: settings override the declared schedule of notification.send-due: "
+        "declared every 15m (enabled=true), runs on every 15m (enabled=false)",
+    ]
+    assert all(r.levelno == logging.INFO for r in overrides)
+    assert overrides[0].__dict__["declared"] == "cron 30 2 * * * (Europe/Paris)"
+    assert overrides[0].__dict__["effective"] == "cron 0 3 * * * (UTC)"
+
+
+def test_a_job_whose_settings_repeat_its_declaration_is_not_logged_as_overridden(
+    make_app: AppFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_app()
+    clock = FixedClock(NOW)
+    install_jobs(
+        app,
+        jobs=[declaration("billing.export", every="1h")],
+        lock=InMemoryLock(clock),
+        clock=clock,
+        settings={"billing.export": {"enabled": True, "schedule": {"every": "1h"}}},
+        environ={},
+    )
+    caplog.set_level(logging.INFO, logger=BEAT_LOGGER)
+
+    JobBeatScheduler(app=app)
+
+    assert not [r for r in caplog.records if "override" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    ("jobs", "entries", "banner"),
+    [
+        (["ops.one"], {}, "1 job, lock InMemoryLock"),
+        (["ops.one", "ops.two"], {}, "2 jobs, lock InMemoryLock"),
+        (["ops.one"], {"tidy": 60.0}, "2 jobs (1 from beat_schedule), lock InMemoryLock"),
+        ([], {"tidy": 60.0}, "1 job (1 from beat_schedule), lock InMemoryLock"),
+    ],
+)
+def test_the_banner_counts_the_jobs_and_the_beat_schedule_entries_in_good_english(
+    make_app: AppFactory, jobs: list[str], entries: dict[str, float], banner: str
+) -> None:
+    app = make_app()
+    app.conf.beat_schedule = {
+        name: {"task": f"tasks.{name}", "schedule": every} for name, every in entries.items()
+    }
+    clock = FixedClock(NOW)
+    install_jobs(
+        app,
+        jobs=[declaration(name, every="15m") for name in jobs],
+        lock=InMemoryLock(clock),
+        clock=clock,
+        environ={},
+    )
+
+    assert JobBeatScheduler(app=app, lazy=True).info == f"    . ddd_celery -> {banner}"
