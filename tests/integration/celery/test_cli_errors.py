@@ -57,7 +57,7 @@ else:
 install_background_jobs(app, jobs=[SendMailJob], store=store)
 """
 
-SCHEDULED = [("list",), ("next", "ops.close-day"), ("run-now", "ops.close-day")]
+SCHEDULED: list[tuple[str, ...]] = []
 BACKGROUND = [
     ("background", "stats"),
     ("background", "dead"),
@@ -94,13 +94,31 @@ def celery_jobs(tmp_path: Path, redis_prefix: str) -> Run:
     return run
 
 
-def _one_line(result: subprocess.CompletedProcess[str]) -> str:
-    """The one line a failed command printed on stderr, once its exit code is known to be 1."""
+def _error_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """What a failed command printed on stderr, once its exit code is known to be 1."""
     assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert "Traceback" not in result.stderr, result.stderr
+    return [line for line in result.stderr.splitlines() if line.strip()]
+
+
+def _one_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = _error_lines(result)
     assert len(lines) == 1, result.stderr
     return lines[0]
+
+
+def test_list_whose_redis_is_down_lists_what_it_knows_and_names_each_store_in_a_line(
+    celery_jobs: Run, closed_port_url: str
+) -> None:
+    result = celery_jobs("list", REDIS_FOR_TEST=closed_port_url)
+
+    lines = _error_lines(result)
+    assert [line.split(" could not be asked: ")[0] for line in lines] == [
+        "The run state (RedisJobRunState)",
+        "The checkpoints (RedisJobCheckpoints)",
+        "The last runs (RedisJobLastRuns)",
+    ]
+    assert "ops.close-day" in result.stdout
 
 
 @pytest.mark.parametrize("command", SCHEDULED + BACKGROUND, ids=" ".join)
