@@ -18,15 +18,22 @@ so ``redis-cli`` reads it):
     ``run``, its record as JSON; no expiry.
 ``ddd_celery:bg:...``
     ``RedisJobStore``, the background jobs, none expiring (``purge_finished`` deletes them):
-    ``job:<id>`` a hash per job (instants in epoch ms, payload, progress, checkpoint and
-    enqueued_by in JSON); sorted sets ``pending`` (to publish, by run_at), ``dispatched``
-    (published, not claimed, by dispatch instant), ``leases`` (running, by lease expiry),
-    ``queue:<queue>`` (claimable, by run_at), ``finished`` (by finished_at), ``enqueued`` and
-    ``status:<status>`` (by enqueued_at); ``key:<tenant>:<key>`` the job of an idempotency key;
-    ``stats`` a hash of counts by ``<queue>|<status>``. ``lua/job_lib.lua`` details each field.
+    ``job:<id>`` a hash per job (instants in epoch ms, payload, progress, checkpoint,
+    enqueued_by and its attempts' ``history`` in JSON); sorted sets ``pending`` (to publish, by
+    run_at), ``dispatched`` (published, not claimed, by dispatch instant), ``leases``
+    (running, by lease expiry), ``queue:<queue>`` (claimable, by run_at),
+    ``finished:<status>`` (by finished_at, what a purge reads), and the listing's
+    ``list:all``, ``list:status:<status>``, ``list:name:<name>``, ``list:tenant:<tenant>``
+    (members ``<enqueued_at>:<id>`` in lexical order, so a page is read from its cursor);
+    ``key:<tenant>:<key>`` the job of an idempotency key; ``stats`` and ``stats:name`` hashes
+    of counts by ``<queue>|<status>`` and ``<name>|<status>``; ``claimed:``, ``taken:`` and
+    ``purged:<token>`` a call's reply for a minute or a lease. ``lua/job_lib.lua`` details each
+    field. A store an earlier version wrote (``enqueued``, ``status:<status>``, ``finished``)
+    is brought to this layout by ``RedisJobStore.reindex()`` (``job_store``'s docstring).
 
 Round trips: one per call (SET NX PX, GET, HGET, HGETALL or EVALSHA), plus two once per script
-when Redis has not seen it yet (``purge_finished``: one per thousand jobs). A batch read
+when Redis has not seen it yet (``purge_finished``: one per thousand jobs; ``list_page`` one
+per thousand index entries it reads, one for a filter its index answers). A batch read
 (``read_many``, ``running_many``) is one EVALSHA per thousand jobs (``lua/json_many.lua``, the
 values answered as one JSON array). With the lock, run state, checkpoints and last runs on one
 Redis, ``RedisJobRunState.occurrence_store`` combines them (``RedisOccurrenceStore``): beat
