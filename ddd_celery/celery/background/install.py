@@ -80,7 +80,10 @@ def install_background_jobs(
       so how soon a cancel aborts a running job.
     - ``relay_every_ms``, ``relay_batch``, ``redispatch_after_ms``: the relay's period, its
       batch size, and how long a published job may wait for a claim before it is published
-      again (keep it above the longest a healthy backlog waits in the broker).
+      again (keep it above the longest a healthy backlog waits in the broker). The relay also
+      purges the finished jobs past their retention (``ddd_celery_keep_*_ms``,
+      ``ddd_celery_purge_batch``, read at its first purge) in the first quarter of each period
+      left after publishing, counted in ``background_jobs_purged_total`` on ``metrics``.
 
     The ids and the execution scope are those ``install_jobs`` was given; its clock is read
     through ``StoreClock``: every instant of a background job (``run_at`` at enqueue, a claim,
@@ -128,6 +131,8 @@ def install_background_jobs(
         batch=relay_batch,
         redispatch_after_ms=redispatch_after_ms,
         logger=logger,
+        purge_budget_ms=max(1, relay_every_ms // 4),
+        metrics=metrics,
     )
     recorder = BackgroundRecorder(logger=logger, metrics=metrics, on_run=on_run)
     heartbeats = Heartbeats(
