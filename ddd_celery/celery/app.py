@@ -37,6 +37,7 @@ from ddd_celery.celery.guards import (
     refuse_pickle_at_start,
     warn_of_another_scheduler,
 )
+from ddd_celery.celery.pauses import shared_pauses
 from ddd_celery.celery.registry import (
     ATTRIBUTE,
     CeleryJob,
@@ -70,6 +71,7 @@ from ddd_celery.scheduling.observability import (
 )
 from ddd_celery.scheduling.occurrence import SchedulerRules
 from ddd_celery.scheduling.outcomes import JobRun, context_of
+from ddd_celery.scheduling.pauses import JobPauses
 from ddd_celery.scheduling.run_state import InMemoryJobRunState, JobRunState
 from ddd_celery.scheduling.settings import (
     SettingsMapping,
@@ -91,6 +93,7 @@ def install_jobs(
     checkpoints: JobCheckpoints | None = None,
     run_state: JobRunState | None = None,
     last_runs: JobLastRuns | None = None,
+    pauses: JobPauses | None = None,
     settings: SettingsMapping | None = None,
     environ: Mapping[str, str] | None = None,
     start: bool | None = None,
@@ -119,6 +122,8 @@ def install_jobs(
       ``ddd_celery_redis_url`` (by default the broker's URL when it is Redis), keyed under
       ``ddd_celery_key_prefix``. Without a Redis URL, the run state lives in one process's
       memory, there are no checkpoints nor last runs, and a lock must be given.
+    - ``pauses``: where ``celery jobs pause`` keeps the jobs an operator paused; by default
+      beside the lock (its Redis, or its database for a ``SqlLock``), else in process memory.
     - ``settings``: ``{job name: settings}`` that switch off, reschedule or tune a job;
       ``environ`` (``os.environ``) adds ``JOB_<CONTEXT>_<JOB>_ENABLED`` over them and says
       through ``RUN_JOBS`` whether beat starts jobs in this process, unless ``start`` says it.
@@ -201,6 +206,7 @@ def install_jobs(
             run_state=run_state,
             checkpoints=checkpoints,
             last_runs=last_runs,
+            pauses=pauses,
             late_after_ms=late_after_ms,
             lock_ttl_ms=lock_ttl_ms,
         ),
@@ -236,6 +242,7 @@ class _Given:
     run_state: JobRunState | None
     checkpoints: JobCheckpoints | None
     last_runs: JobLastRuns | None
+    pauses: JobPauses | None
     late_after_ms: int | None
     lock_ttl_ms: int | None
 
@@ -274,6 +281,8 @@ def _settler(
             if given.last_runs is None and stores is not None:
                 registry.last_runs = stores.last_runs
                 registry.recorder = recorder(stores.last_runs)
+            pauses = given.pauses
+            registry.pauses = shared_pauses(registry.lock) if pauses is None else pauses
             registry.rules = SchedulerRules(
                 late_after_ms=_first(given.late_after_ms, config.late_after_ms),
                 lock_ttl_ms=_first(given.lock_ttl_ms, config.lock_ttl_ms),

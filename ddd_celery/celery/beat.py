@@ -23,7 +23,7 @@ import itertools
 import logging
 import random as _random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -36,6 +36,7 @@ from ddd_celery.celery.beat_outages import CHECKPOINTS, StoreOutages
 from ddd_celery.celery.beat_publishing import Publisher, Sending, free_run_state
 from ddd_celery.celery.beat_system_jobs import SystemJobs
 from ddd_celery.celery.guards import refuse_pickle_at_start
+from ddd_celery.celery.pauses import BeatPauses
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.declarations.options import OverlapPolicy
@@ -60,6 +61,7 @@ from ddd_celery.scheduling.occurrence import (
 )
 from ddd_celery.scheduling.occurrence_store import IN_THE_LOCK, Beginning
 from ddd_celery.scheduling.outcomes import Outcome
+from ddd_celery.scheduling.pauses import Pause
 from ddd_celery.scheduling.run_state import Claim
 
 logger = logging.getLogger(__name__)
@@ -108,7 +110,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
     error it does not expect is logged and beat keeps ticking.
 
     Beat records the occurrences it does not send (``missed``, ``skipped-locked``,
-    ``skipped-overlap``, ``failed``); the worker records the ones that run.
+    ``skipped-overlap``, ``skipped-paused``, ``failed``); the worker records the ones that run.
     """
 
     max_interval = MAX_SLEEP_MS / 1000
@@ -137,6 +139,8 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """Runs each system job's passes on a thread of its own (``beat_system_jobs``)."""
         self._outages = StoreOutages()
         """The stores that stopped answering, said once each way (``beat_outages``)."""
+        self._pauses = BeatPauses()
+        """The jobs an operator paused, read once per tick that sends (``celery/pauses.py``)."""
         self._closed = False
         super().__init__(app, *args, **kwargs)
 
@@ -378,12 +382,21 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         ``DISPATCH_BATCH`` at a time: one call to the stores begins them all (``begin``: each
         its own lock, checkpoint and claim, and the leases no beat can still want released),
         then one held producer publishes them, a kombu publish batch where the broker has one.
+        The pauses are read first, once for them all (``BeatPauses``).
         """
         ready, self._ready = self._ready, []
+        if not ready:
+            return
+        paused = self._pauses.read(self._registry(), self._outages)
         for start in range(0, len(ready), DISPATCH_BATCH):
-            self._dispatch(ready[start : start + DISPATCH_BATCH], now)
+            self._dispatch(ready[start : start + DISPATCH_BATCH], now, paused)
 
-    def _dispatch(self, batch: list[tuple[CeleryJob, Occurrence]], now: datetime) -> None:
+    def _dispatch(
+        self,
+        batch: list[tuple[CeleryJob, Occurrence]],
+        now: datetime,
+        paused: Mapping[str, Pause],
+    ) -> None:
         """Lock, claim and send occurrences whose jitter has elapsed; each has its own outcome.
 
         Beat stopped on the way (SIGTERM and Ctrl-C raise ``SystemExit`` or
@@ -394,7 +407,9 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         sends it.
         """
         jobs = self._registry()
-        beginnings = [self._beginning(job, occurrence) for job, occurrence in batch]
+        beginnings = [
+            self._beginning(job, occurrence, job.name in paused) for job, occurrence in batch
+        ]
         releasing, self._releasing = self._releasing, []
         sent: set[int] = set()
         try:
@@ -412,7 +427,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             sending: list[Sending] = []
             for (job, occurrence), beginning in zip(batch, beginnings, strict=True):
                 try:
-                    expires = self._begun(job, occurrence, beginning, now)
+                    expires = self._begun(job, occurrence, beginning, now, job.name in paused)
                 except Exception:
                     logger.exception(
                         "beat: could not handle %s at %s", job.name, iso_ms(beginning.scheduled_at)
@@ -427,8 +442,12 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                     self._record_interrupted(job, occurrence, beginning, stopping)
             raise
 
-    def _beginning(self, job: CeleryJob, occurrence: Occurrence) -> Beginning:
-        """What the core decided for an occurrence, for the stores to carry out."""
+    def _beginning(self, job: CeleryJob, occurrence: Occurrence, paused: bool) -> Beginning:
+        """What the core decided for an occurrence, for the stores to carry out.
+
+        A paused job's occurrence takes its lock and checkpoint but claims nothing: the beat
+        that holds the lock records it ``skipped-paused``, the others ``skipped-locked``.
+        """
         occurrence.move(Event.JITTER_ELAPSED)
         at = occurrence.scheduled_at
         fixed = self._beginnings.get(job.name)
@@ -448,7 +467,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             lock_ttl_ms=lock_ttl,
             # A beat_schedule entry is not claimed: its task is the app's own and never
             # reports that a run ended, as under Celery's beat.
-            claim=job.declared,
+            claim=job.declared and not paused,
             queue=queue,
             run_ttl_ms=run_ttl,
         )
@@ -468,7 +487,12 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             free_run_state(self._registry(), job, beginning)
 
     def _begun(
-        self, job: CeleryJob, occurrence: Occurrence, beginning: Beginning, now: datetime
+        self,
+        job: CeleryJob,
+        occurrence: Occurrence,
+        beginning: Beginning,
+        now: datetime,
+        paused: bool,
     ) -> datetime | None:
         """Move the occurrence on what the stores answered; the expiry of its message, if sent."""
         jobs, at = self._registry(), occurrence.scheduled_at
@@ -492,6 +516,10 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             self._checkpointed(job, at)
         else:
             self._mark_handled(job, at)
+        if paused:
+            occurrence.move(Event.PAUSED)
+            jobs.recorder.record(not_run(job.name, at, Outcome.SKIPPED_PAUSED))
+            return None
         if beginning.failed_in is not None:
             occurrence.move(Event.LOCK_UNAVAILABLE)
             self._record_unavailable(job, at, _error(beginning), "the run state")

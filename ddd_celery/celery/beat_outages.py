@@ -18,10 +18,13 @@ logger = logging.getLogger("ddd_celery.celery.beat")
 
 CHECKPOINTS = "the checkpoints"
 """The checkpoints' store, as beat names it in the line of an outage."""
+PAUSES = "the pauses"
+"""The pauses' store (``celery/pauses.py``), as beat names it in the line of an outage."""
 _WHAT_AN_OUTAGE_COSTS = {
     IN_THE_LOCK: "each occurrence that needs it is recorded failed (JOB_LOCK_UNAVAILABLE)",
     IN_THE_RUN_STATE: "each occurrence that needs it is recorded failed (JOB_LOCK_UNAVAILABLE)",
     CHECKPOINTS: "no checkpoint is written (a restart meanwhile starts from the last one)",
+    PAUSES: "beat keeps the pauses it last read (a pause or resume meanwhile is not seen)",
 }
 
 

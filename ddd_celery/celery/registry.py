@@ -26,6 +26,7 @@ from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.observability import RunRecorder
 from ddd_celery.scheduling.occurrence import DEFAULT_GRACE_MS, SchedulerRules
 from ddd_celery.scheduling.occurrence_store import OccurrenceStore, occurrence_store
+from ddd_celery.scheduling.pauses import InMemoryJobPauses, JobPauses
 from ddd_celery.scheduling.run_state import JobRunState
 
 ATTRIBUTE = "ddd_jobs"
@@ -87,6 +88,9 @@ class CeleryJobs:
     """Why ``JOB_<CONTEXT>_<JOB>_ENABLED`` or ``RUN_JOBS`` could not be read, if they could
     not: ``check_configuration`` refuses the app with it."""
     """Reads what the app's configuration decides (``ddd_celery_*``), once, at first use."""
+    pauses: JobPauses = field(default_factory=InMemoryJobPauses)
+    """The jobs an operator paused (``celery jobs pause``), read by beat at each tick that has
+    an occurrence to send; beside the lock once settled (``celery/pauses.py``)."""
     _occurrences: tuple[tuple[int, ...], OccurrenceStore] | None = field(
         default=None, init=False, repr=False, compare=False
     )

@@ -58,6 +58,8 @@ class SqlLock(Lock):
         self.rows = LockRows(engine, tables(prefix).locks, sweep_every=sweep_every)
         """The statements, and the acquire count ``SqlOccurrenceStore`` shares."""
         self.engine = engine
+        self.prefix = prefix
+        """The tables' prefix: the pauses kept beside this lock take it (``celery/pauses.py``)."""
         self.clock = clock
         self._connector = Connector(engine, unavailable=LockUnavailableError)
 
