@@ -28,6 +28,7 @@ from ddd_celery.background.store import (
     AttemptOutcome,
     AttemptRecord,
     ClaimedJob,
+    Dispatch,
     EnqueuedBy,
     JobFilter,
     JobLease,
@@ -122,6 +123,21 @@ class JobStoreContract:
     def add(self, subject: JobStoreSubject, job: NewJob, *, dispatched: bool = False) -> str:
         return subject.store.add(job, dispatched=dispatched)
 
+    def try_claim(
+        self,
+        subject: JobStoreSubject,
+        job_id: str,
+        at_ms: int = 0,
+        *,
+        peer: bool = False,
+        worker: str | None = None,
+        token: str | None = None,
+    ) -> ClaimedJob | None:
+        """``claim_job`` at ``at_ms`` by the store (or its peer), for ``LEASE_MS``."""
+        store = subject.peer if peer else subject.store
+        now = ms(subject, at_ms)
+        return store.claim_job(job_id, now=now, lease_ms=LEASE_MS, token=token, worker=worker)
+
     def claim(
         self,
         subject: JobStoreSubject,
@@ -131,11 +147,24 @@ class JobStoreContract:
         worker: str | None = None,
         token: str | None = None,
     ) -> ClaimedJob:
-        claimed = subject.store.claim_job(
-            job_id, now=ms(subject, at_ms), lease_ms=LEASE_MS, token=token, worker=worker
-        )
+        claimed = self.try_claim(subject, job_id, at_ms, worker=worker, token=token)
         assert claimed is not None, f"{job_id} should have been claimable"
         return claimed
+
+    def take(
+        self,
+        subject: JobStoreSubject,
+        at_ms: int,
+        *,
+        limit: int = 10,
+        after_ms: int = REDISPATCH_MS,
+        token: str | None = None,
+        peer: bool = False,
+    ) -> list[Dispatch]:
+        """``take_due`` at ``at_ms`` by the store (or its peer)."""
+        store = subject.peer if peer else subject.store
+        now = ms(subject, at_ms)
+        return store.take_due(now=now, limit=limit, redispatch_after_ms=after_ms, token=token)
 
     def fail(
         self,
@@ -193,6 +222,33 @@ class JobStoreContract:
         """The ids of every job a listing reaches, page after page."""
         pages = self.pages(subject, where, at_ms=at_ms, limit=limit)
         return [job.id for page in pages for job in page.jobs]
+
+    def _place(
+        self,
+        subject: JobStoreSubject,
+        status: JobStatus,
+        *,
+        job_id: str | None = None,
+        ended_ms: int = 2_000,
+        max_attempts: int = 3,
+    ) -> JobLease:
+        """A job in ``status`` (named ``job-<status>`` unless ``job_id``), reached through the
+        port: claimed at 0, its attempt ended at ``ended_ms`` (a failed one due 1 s later). The
+        lease of its last attempt, or one it never had when it was never claimed."""
+        job_id = job_id or f"job-{status}"
+        self.add(subject, new_job(subject, job_id, max_attempts=max_attempts))
+        if status is JobStatus.QUEUED:
+            return JobLease(job_id, 1, "never-its-lease", ms(subject, LEASE_MS))
+        lease = self.claim(subject, job_id).lease
+        if status is JobStatus.SUCCEEDED:
+            subject.store.complete(lease, now=ms(subject, ended_ms))
+        elif status is JobStatus.FAILED:
+            self.fail(subject, lease, at_ms=ended_ms, retry_at_ms=ended_ms + 1_000)
+        elif status is JobStatus.DEAD:
+            self.fail(subject, lease, at_ms=ended_ms)
+        elif status is JobStatus.CANCELLED:
+            assert subject.store.cancel(job_id, tenant_id=None, now=ms(subject, ended_ms))
+        return lease
 
     # -- add, find ----------------------------------------------------------------------
 
@@ -312,7 +368,7 @@ class JobStoreContract:
 
     def test_a_claim_refuses_an_unknown_job(self, job_store_subject: JobStoreSubject) -> None:
         subject = job_store_subject
-        assert subject.store.claim_job("nope", now=subject.start, lease_ms=LEASE_MS) is None
+        assert self.try_claim(subject, "nope") is None
 
     def test_a_claim_refuses_a_job_before_its_run_at_and_changes_nothing(
         self, job_store_subject: JobStoreSubject
@@ -320,11 +376,10 @@ class JobStoreContract:
         subject = job_store_subject
         self.add(subject, new_job(subject, "job-1", run_at_ms=10_000))
 
-        early = subject.store.claim_job("job-1", now=ms(subject, 9_999), lease_ms=LEASE_MS)
+        early = self.try_claim(subject, "job-1", 9_999)
 
         assert early is None
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert (job.status, job.attempts) == (JobStatus.QUEUED, 0)
         assert self.claim(subject, "job-1", at_ms=10_000).lease.attempt == 1
 
@@ -335,10 +390,9 @@ class JobStoreContract:
         self.add(subject, new_job(subject, "job-1"))
         self.claim(subject, "job-1")
 
-        assert subject.peer.claim_job("job-1", now=subject.start, lease_ms=LEASE_MS) is None
-        assert subject.store.claim_job("job-1", now=subject.start, lease_ms=LEASE_MS) is None
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        assert self.try_claim(subject, "job-1", peer=True) is None
+        assert self.try_claim(subject, "job-1") is None
+        job = self.found(subject, "job-1")
         assert job.attempts == 1
 
     @pytest.mark.parametrize("end", ["succeeded", "dead", "cancelled"])
@@ -346,18 +400,9 @@ class JobStoreContract:
         self, job_store_subject: JobStoreSubject, end: str
     ) -> None:
         subject = job_store_subject
-        self.add(subject, new_job(subject, "job-1"))
-        lease = self.claim(subject, "job-1").lease
-        if end == "succeeded":
-            subject.store.complete(lease, now=subject.start)
-        elif end == "dead":
-            subject.store.fail(
-                lease, now=subject.start, error_code="X", error_type="E", retry_at=None
-            )
-        else:
-            assert subject.store.cancel("job-1", tenant_id=None, now=subject.start)
+        self._place(subject, JobStatus(end), job_id="job-1")
 
-        assert subject.peer.claim_job("job-1", now=ms(subject, 1), lease_ms=LEASE_MS) is None
+        assert self.try_claim(subject, "job-1", 5_000, peer=True) is None
         assert self.status(subject, "job-1") == end
 
     def test_a_claim_refuses_a_cancelled_job_that_never_ran(
@@ -367,7 +412,7 @@ class JobStoreContract:
         self.add(subject, new_job(subject, "job-1"))
         assert subject.store.cancel("job-1", tenant_id=None, now=subject.start)
 
-        assert subject.store.claim_job("job-1", now=subject.start, lease_ms=LEASE_MS) is None
+        assert self.try_claim(subject, "job-1") is None
 
     def test_claim_due_takes_due_jobs_of_its_queues_earliest_first_up_to_its_limit(
         self, job_store_subject: JobStoreSubject
@@ -469,8 +514,7 @@ class JobStoreContract:
         renewed = subject.store.heartbeat(lease, now=ms(subject, 1), lease_ms=LEASE_MS)
         subject.store.update(renewed, progress=None, checkpoint=[1, 2], set_checkpoint=True)
 
-        job = subject.peer.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1", peer=True)
         assert job.progress == {"done": 20, "of": 40}
         assert job.checkpoint == [1, 2]
 
@@ -481,13 +525,7 @@ class JobStoreContract:
         self.add(subject, new_job(subject, "job-1"))
         lease = self.claim(subject, "job-1").lease
         subject.store.update(lease, checkpoint={"after": "c-10"}, set_checkpoint=True)
-        subject.store.fail(
-            lease,
-            now=subject.start,
-            error_code="UNEXPECTED_ERROR",
-            error_type="RuntimeError",
-            retry_at=ms(subject, 1_000),
-        )
+        self.fail(subject, lease, retry_at_ms=1_000, error=("UNEXPECTED_ERROR", "RuntimeError"))
 
         again = self.claim(subject, "job-1", at_ms=1_000)
 
@@ -501,17 +539,14 @@ class JobStoreContract:
 
         subject.peer.complete(lease, now=ms(subject, 2_000))
 
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert (job.status, job.attempts, job.finished_at) == (
             JobStatus.SUCCEEDED,
             1,
             ms(subject, 2_000),
         )
         with pytest.raises(LostLeaseError):
-            subject.store.fail(
-                lease, now=ms(subject, 2_001), error_code="X", error_type="E", retry_at=None
-            )
+            self.fail(subject, lease, at_ms=2_001)
 
     def test_a_failed_attempt_with_a_retry_waits_for_it(
         self, job_store_subject: JobStoreSubject
@@ -520,16 +555,11 @@ class JobStoreContract:
         self.add(subject, new_job(subject, "job-1"))
         lease = self.claim(subject, "job-1").lease
 
-        subject.store.fail(
-            lease,
-            now=ms(subject, 100),
-            error_code="JOB_TIMEOUT",
-            error_type="JobTimeoutError",
-            retry_at=ms(subject, 5_000),
+        self.fail(
+            subject, lease, at_ms=100, retry_at_ms=5_000, error=("JOB_TIMEOUT", "JobTimeoutError")
         )
 
-        job = subject.peer.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1", peer=True)
         assert (job.status, job.run_at, job.attempts, job.finished_at) == (
             JobStatus.FAILED,
             ms(subject, 5_000),
@@ -537,7 +567,7 @@ class JobStoreContract:
             None,
         )
         assert (job.last_error_code, job.last_error_type) == ("JOB_TIMEOUT", "JobTimeoutError")
-        assert subject.store.claim_job("job-1", now=ms(subject, 4_999), lease_ms=LEASE_MS) is None
+        assert self.try_claim(subject, "job-1", 4_999) is None
         assert self.claim(subject, "job-1", at_ms=5_000).lease.attempt == 2
 
     def test_a_failed_attempt_without_a_retry_is_dead(
@@ -547,12 +577,9 @@ class JobStoreContract:
         self.add(subject, new_job(subject, "job-1", max_attempts=1))
         lease = self.claim(subject, "job-1").lease
 
-        subject.store.fail(
-            lease, now=ms(subject, 100), error_code="BOOM", error_type="BoomError", retry_at=None
-        )
+        self.fail(subject, lease, at_ms=100, error=("BOOM", "BoomError"))
 
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert (job.status, job.finished_at, job.last_error_code) == (
             JobStatus.DEAD,
             ms(subject, 100),
@@ -568,8 +595,7 @@ class JobStoreContract:
 
         subject.store.release(lease, now=ms(subject, 1_000))
 
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert (job.status, job.attempts, job.run_at) == (JobStatus.QUEUED, 0, ms(subject, 1_000))
         assert self.claim(subject, "job-1", at_ms=1_000).lease.attempt == 1
         with pytest.raises(LostLeaseError):
@@ -587,8 +613,7 @@ class JobStoreContract:
         with pytest.raises(LostLeaseError):
             self._report(subject, lease, report)
 
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert (job.status, job.progress) == (JobStatus.CANCELLED, None)
 
     @pytest.mark.parametrize("report", ["heartbeat", "update", "complete", "fail", "release"])
@@ -604,8 +629,7 @@ class JobStoreContract:
         with pytest.raises(LostLeaseError):
             self._report(subject, stale, report)
 
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert (job.status, job.attempts, job.progress) == (JobStatus.RUNNING, 2, None)
         subject.store.complete(current, now=ms(subject, LEASE_MS + 2))
         assert self.status(subject, "job-1") is JobStatus.SUCCEEDED
@@ -643,24 +667,13 @@ class JobStoreContract:
         self, job_store_subject: JobStoreSubject, before: str
     ) -> None:
         subject = job_store_subject
-        self.add(subject, new_job(subject, "job-1"))
-        if before != "queued":
-            lease = self.claim(subject, "job-1").lease
-            if before == "failed":
-                subject.store.fail(
-                    lease,
-                    now=subject.start,
-                    error_code="X",
-                    error_type="E",
-                    retry_at=ms(subject, 9),
-                )
+        self._place(subject, JobStatus(before), job_id="job-1")
         assert self.status(subject, "job-1") == before
 
-        assert subject.store.cancel("job-1", tenant_id=None, now=ms(subject, 5)) is True
+        assert subject.store.cancel("job-1", tenant_id=None, now=ms(subject, 5_000)) is True
 
-        job = subject.peer.find("job-1", tenant_id=None)
-        assert job is not None
-        assert (job.status, job.finished_at) == (JobStatus.CANCELLED, ms(subject, 5))
+        job = self.found(subject, "job-1", peer=True)
+        assert (job.status, job.finished_at) == (JobStatus.CANCELLED, ms(subject, 5_000))
 
     def test_a_finished_or_unknown_job_is_not_cancelled(
         self, job_store_subject: JobStoreSubject
@@ -691,13 +704,12 @@ class JobStoreContract:
         subject = job_store_subject
         self.add(subject, new_job(subject, "job-1", max_attempts=1, tenant="t-1"))
         lease = self.claim(subject, "job-1").lease
-        subject.store.fail(lease, now=subject.start, error_code="X", error_type="E", retry_at=None)
+        self.fail(subject, lease)
 
         assert subject.store.retry_dead("job-1", tenant_id="t-2", now=ms(subject, 50)) is False
         assert subject.peer.retry_dead("job-1", tenant_id="t-1", now=ms(subject, 100)) is True
 
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert (job.status, job.attempts, job.run_at, job.finished_at) == (
             JobStatus.QUEUED,
             0,
@@ -711,14 +723,10 @@ class JobStoreContract:
         self, job_store_subject: JobStoreSubject, before: str
     ) -> None:
         subject = job_store_subject
-        self.add(subject, new_job(subject, "job-1"))
-        if before != "queued":
-            lease = self.claim(subject, "job-1").lease
-            if before == "succeeded":
-                subject.store.complete(lease, now=subject.start)
+        self._place(subject, JobStatus(before), job_id="job-1")
 
-        assert subject.store.retry_dead("job-1", tenant_id=None, now=subject.start) is False
-        assert subject.store.retry_dead("nope", tenant_id=None, now=subject.start) is False
+        assert subject.store.retry_dead("job-1", tenant_id=None, now=ms(subject, 5_000)) is False
+        assert subject.store.retry_dead("nope", tenant_id=None, now=ms(subject, 5_000)) is False
         assert self.status(subject, "job-1") == before
 
     # -- operators --------------------------------------------------------------------------
@@ -746,19 +754,15 @@ class JobStoreContract:
         self, job_store_subject: JobStoreSubject
     ) -> None:
         subject = job_store_subject
-        for job_id in ("done-early", "done-late", "cancelled", "dead", "queued", "running"):
-            self.add(subject, new_job(subject, job_id, max_attempts=1))
-        subject.store.complete(self.claim(subject, "done-early").lease, now=ms(subject, 10))
-        subject.store.complete(self.claim(subject, "done-late").lease, now=ms(subject, 1_000))
-        subject.store.cancel("cancelled", tenant_id=None, now=ms(subject, 20))
-        subject.store.fail(
-            self.claim(subject, "dead").lease,
-            now=ms(subject, 30),
-            error_code="X",
-            error_type="E",
-            retry_at=None,
-        )
-        self.claim(subject, "running")
+        for job_id, status, ended_ms in (
+            ("done-early", JobStatus.SUCCEEDED, 10),
+            ("done-late", JobStatus.SUCCEEDED, 1_000),
+            ("cancelled", JobStatus.CANCELLED, 20),
+            ("dead", JobStatus.DEAD, 30),
+            ("queued", JobStatus.QUEUED, 0),
+            ("running", JobStatus.RUNNING, 0),
+        ):
+            self._place(subject, status, job_id=job_id, ended_ms=ended_ms)
 
         assert subject.store.purge_finished(before=ms(subject, 500)) == 3
 
@@ -1335,18 +1339,6 @@ class JobStoreContract:
 
     # -- retention ---------------------------------------------------------------------------
 
-    def _finish(self, subject: JobStoreSubject, job_id: str, status: JobStatus, at_ms: int) -> None:
-        """Add ``job_id`` and end it in the finished ``status`` at ``at_ms``."""
-        self.add(subject, new_job(subject, job_id, max_attempts=1))
-        if status is JobStatus.CANCELLED:
-            assert subject.store.cancel(job_id, tenant_id=None, now=ms(subject, at_ms))
-            return
-        lease = self.claim(subject, job_id).lease
-        if status is JobStatus.SUCCEEDED:
-            subject.store.complete(lease, now=ms(subject, at_ms))
-        else:
-            self.fail(subject, lease, at_ms=at_ms)
-
     def test_purge_finished_deletes_only_the_statuses_it_is_given(
         self, job_store_subject: JobStoreSubject
     ) -> None:
@@ -1356,7 +1348,7 @@ class JobStoreContract:
             ("c", JobStatus.CANCELLED),
             ("d", JobStatus.DEAD),
         ):
-            self._finish(subject, job_id, status, 10)
+            self._place(subject, status, job_id=job_id, ended_ms=10)
         retained = {JobStatus.SUCCEEDED, JobStatus.CANCELLED}
 
         assert subject.store.purge_finished(before=ms(subject, 500), statuses=retained) == 2
@@ -1380,7 +1372,7 @@ class JobStoreContract:
             ("at-before", JobStatus.SUCCEEDED, 1_000),
         ]
         for job_id, status, at_ms in sorted(finished):
-            self._finish(subject, job_id, status, at_ms)
+            self._place(subject, status, job_id=job_id, ended_ms=at_ms)
         before = ms(subject, 1_000)
         left = []
 
@@ -1419,7 +1411,7 @@ class JobStoreContract:
         self, job_store_subject: JobStoreSubject, status: JobStatus
     ) -> None:
         subject = job_store_subject
-        self._finish(subject, "done", JobStatus.SUCCEEDED, 10)
+        self._place(subject, JobStatus.SUCCEEDED, job_id="done", ended_ms=10)
 
         with pytest.raises(ValueError, match="finished"):
             subject.store.purge_finished(
@@ -1432,7 +1424,7 @@ class JobStoreContract:
         self, job_store_subject: JobStoreSubject, limit: int
     ) -> None:
         subject = job_store_subject
-        self._finish(subject, "done", JobStatus.SUCCEEDED, 10)
+        self._place(subject, JobStatus.SUCCEEDED, job_id="done", ended_ms=10)
 
         with pytest.raises(ValueError, match="limit"):
             subject.store.purge_finished(before=ms(subject, 500), limit=limit)
@@ -1442,7 +1434,7 @@ class JobStoreContract:
         self, job_store_subject: JobStoreSubject
     ) -> None:
         subject = job_store_subject
-        self._finish(subject, "done", JobStatus.SUCCEEDED, 10)
+        self._place(subject, JobStatus.SUCCEEDED, job_id="done", ended_ms=10)
 
         with pytest.raises(ValueError, match="aware"):
             subject.store.purge_finished(before=ms(subject, 500).replace(tzinfo=None))
@@ -1456,15 +1448,9 @@ class JobStoreContract:
         subject = job_store_subject
         self.add(subject, new_job(subject, "job-1", run_at_ms=10_000))
 
-        before = subject.store.take_due(
-            now=ms(subject, 9_999), limit=10, redispatch_after_ms=REDISPATCH_MS
-        )
-        due = subject.store.take_due(
-            now=ms(subject, 10_000), limit=10, redispatch_after_ms=REDISPATCH_MS
-        )
-        again = subject.peer.take_due(
-            now=ms(subject, 10_001), limit=10, redispatch_after_ms=REDISPATCH_MS
-        )
+        before = self.take(subject, 9_999)
+        due = self.take(subject, 10_000)
+        again = self.take(subject, 10_001, peer=True)
 
         assert before == []
         assert [(d.job_id, d.name, d.queue) for d in due] == [("job-1", JOB, "billing")]
@@ -1478,12 +1464,8 @@ class JobStoreContract:
         self.add(subject, new_job(subject, "job-2"), dispatched=True)
         self.claim(subject, "job-2")
 
-        fresh = subject.store.take_due(
-            now=ms(subject, REDISPATCH_MS), limit=10, redispatch_after_ms=REDISPATCH_MS
-        )
-        stale = subject.store.take_due(
-            now=ms(subject, REDISPATCH_MS + 1), limit=10, redispatch_after_ms=REDISPATCH_MS
-        )
+        fresh = self.take(subject, REDISPATCH_MS)
+        stale = self.take(subject, REDISPATCH_MS + 1)
 
         assert fresh == []
         assert [d.job_id for d in stale] == ["job-1"]
@@ -1498,9 +1480,7 @@ class JobStoreContract:
         subject.store.complete(self.claim(subject, "done").lease, now=subject.start)
         subject.store.cancel("cancelled", tenant_id=None, now=subject.start)
 
-        taken = subject.store.take_due(
-            now=ms(subject, 1), limit=10, redispatch_after_ms=REDISPATCH_MS
-        )
+        taken = self.take(subject, 1)
 
         assert taken == []
 
@@ -1512,8 +1492,8 @@ class JobStoreContract:
         self.add(subject, new_job(subject, "a", run_at_ms=1))
         self.add(subject, new_job(subject, "b", run_at_ms=2))
 
-        first = subject.store.take_due(now=ms(subject, 5), limit=2, redispatch_after_ms=1_000)
-        rest = subject.store.take_due(now=ms(subject, 5), limit=2, redispatch_after_ms=1_000)
+        first = self.take(subject, 5, limit=2, after_ms=1_000)
+        rest = self.take(subject, 5, limit=2, after_ms=1_000)
 
         assert [d.job_id for d in first] == ["a", "b"]
         assert [d.job_id for d in rest] == ["c"]
@@ -1524,25 +1504,13 @@ class JobStoreContract:
         subject = job_store_subject
         for job_id in ("retry", "release", "dead"):
             self.add(subject, new_job(subject, job_id, max_attempts=1), dispatched=True)
-        subject.store.fail(
-            self.claim(subject, "retry").lease,
-            now=subject.start,
-            error_code="X",
-            error_type="E",
-            retry_at=ms(subject, 5_000),
-        )
+        self.fail(subject, self.claim(subject, "retry").lease, retry_at_ms=5_000)
         subject.store.release(self.claim(subject, "release").lease, now=ms(subject, 1))
-        subject.store.fail(
-            self.claim(subject, "dead").lease,
-            now=subject.start,
-            error_code="X",
-            error_type="E",
-            retry_at=None,
-        )
+        self.fail(subject, self.claim(subject, "dead").lease)
         assert subject.store.retry_dead("dead", tenant_id=None, now=ms(subject, 2))
 
-        now = subject.store.take_due(now=ms(subject, 10), limit=10, redispatch_after_ms=60_000)
-        later = subject.store.take_due(now=ms(subject, 5_000), limit=10, redispatch_after_ms=60_000)
+        now = self.take(subject, 10, after_ms=60_000)
+        later = self.take(subject, 5_000, after_ms=60_000)
 
         assert [d.job_id for d in now] == ["release", "dead"]
         assert [d.job_id for d in later] == ["retry"]
@@ -1609,8 +1577,7 @@ class JobStoreContract:
         _in_threads(race, stores)
 
         assert len([claim for claim in claims if claim is not None]) == 1
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert job.attempts == 1
 
     def test_pollers_racing_claim_each_due_job_once(
@@ -1640,13 +1607,9 @@ class JobStoreContract:
     ) -> None:
         subject = job_store_subject
         self.add(subject, new_job(subject, "job-1"))
-        first = subject.store.claim_job(
-            "job-1", now=ms(subject, 10), lease_ms=LEASE_MS, token="attempt-a"
-        )
+        first = self.try_claim(subject, "job-1", 10, token="attempt-a")
 
-        again = subject.peer.claim_job(
-            "job-1", now=ms(subject, 1_010), lease_ms=LEASE_MS, token="attempt-a"
-        )
+        again = self.try_claim(subject, "job-1", 1_010, peer=True, token="attempt-a")
 
         assert first is not None
         assert again is not None
@@ -1659,8 +1622,7 @@ class JobStoreContract:
         assert again.lease.expires_at == ms(subject, 1_010 + LEASE_MS)
         assert (again.job.status, again.job.attempts) == (JobStatus.RUNNING, 1)
         assert again.job.payload == {"month": "2026-10"}
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert (job.attempts, job.lease_expires_at) == (1, ms(subject, 1_010 + LEASE_MS))
         assert subject.store.expire_leases(now=ms(subject, LEASE_MS + 11), limit=10) == []
         subject.store.complete(first.lease, now=ms(subject, 2_000))
@@ -1671,18 +1633,13 @@ class JobStoreContract:
     ) -> None:
         subject = job_store_subject
         self.add(subject, new_job(subject, "job-1"))
-        claimed = subject.store.claim_job(
-            "job-1", now=subject.start, lease_ms=LEASE_MS, token="attempt-a"
-        )
+        claimed = self.try_claim(subject, "job-1", token="attempt-a")
 
-        other = subject.peer.claim_job(
-            "job-1", now=ms(subject, 1), lease_ms=LEASE_MS, token="attempt-b"
-        )
+        other = self.try_claim(subject, "job-1", 1, peer=True, token="attempt-b")
 
         assert claimed is not None
         assert other is None
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert job.attempts == 1
 
     def test_a_claim_repeated_after_its_attempt_ended_claims_nothing(
@@ -1690,15 +1647,11 @@ class JobStoreContract:
     ) -> None:
         subject = job_store_subject
         self.add(subject, new_job(subject, "job-1"))
-        claimed = subject.store.claim_job(
-            "job-1", now=subject.start, lease_ms=LEASE_MS, token="attempt-a"
-        )
+        claimed = self.try_claim(subject, "job-1", token="attempt-a")
         assert claimed is not None
         subject.store.complete(claimed.lease, now=ms(subject, 5))
 
-        again = subject.store.claim_job(
-            "job-1", now=ms(subject, 6), lease_ms=LEASE_MS, token="attempt-a"
-        )
+        again = self.try_claim(subject, "job-1", 6, token="attempt-a")
 
         assert again is None
         assert self.status(subject, "job-1") is JobStatus.SUCCEEDED
@@ -1708,22 +1661,15 @@ class JobStoreContract:
     ) -> None:
         subject = job_store_subject
         self.add(subject, new_job(subject, "job-1"))
-        assert subject.store.claim_job(
-            "job-1", now=subject.start, lease_ms=LEASE_MS, token="attempt-a"
-        )
+        assert self.try_claim(subject, "job-1", token="attempt-a")
         assert len(subject.store.expire_leases(now=ms(subject, LEASE_MS + 1), limit=10)) == 1
 
-        again = subject.peer.claim_job(
-            "job-1", now=ms(subject, LEASE_MS + 2), lease_ms=LEASE_MS, token="attempt-a"
-        )
+        again = self.try_claim(subject, "job-1", LEASE_MS + 2, peer=True, token="attempt-a")
 
         assert again is None  # a token names one attempt: its reports must not reach another
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert (job.status, job.attempts) == (JobStatus.FAILED, 1)
-        other = subject.store.claim_job(
-            "job-1", now=ms(subject, LEASE_MS + 2), lease_ms=LEASE_MS, token="attempt-b"
-        )
+        other = self.try_claim(subject, "job-1", LEASE_MS + 2, token="attempt-b")
         assert other is not None
         assert other.lease.attempt == 2
 
@@ -1802,8 +1748,7 @@ class JobStoreContract:
             store.update(lease, progress={"done": 3}, set_progress=True)
 
         assert beats[0] == beats[1]
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert (job.progress, job.lease_expires_at) == ({"done": 3}, ms(subject, 1_000 + LEASE_MS))
 
     @pytest.mark.parametrize("before", ["queued", "running"])
@@ -1818,8 +1763,7 @@ class JobStoreContract:
 
         assert subject.peer.cancel("job-1", tenant_id="t-1", now=ms(subject, 6)) is True
         assert subject.store.cancel("job-1", tenant_id="t-2", now=ms(subject, 7)) is False
-        job = subject.store.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1")
         assert (job.status, job.finished_at) == (JobStatus.CANCELLED, ms(subject, 5))
 
     def test_take_due_repeated_with_its_token_answers_the_same_dispatches(
@@ -1853,8 +1797,7 @@ class JobStoreContract:
         sent_at = [
             at
             for at in range(0, 40_000, 1)
-            if at in _RESEND_PROBES
-            and subject.store.take_due(now=ms(subject, at), limit=10, redispatch_after_ms=after)
+            if at in _RESEND_PROBES and self.take(subject, at, after_ms=after)
         ]
 
         # dispatched at 0; sent again once each wait (1, 2, 4, 8, 8 s) has strictly passed
@@ -1867,19 +1810,13 @@ class JobStoreContract:
         after = 1_000
         self.add(subject, new_job(subject, "job-1"), dispatched=True)
         for at in (1_001, 3_002):
-            assert subject.store.take_due(now=ms(subject, at), limit=10, redispatch_after_ms=after)
+            assert self.take(subject, at, after_ms=after)
         lease = self.claim(subject, "job-1", at_ms=3_500).lease
-        subject.store.fail(
-            lease,
-            now=ms(subject, 4_000),
-            error_code="X",
-            error_type="E",
-            retry_at=ms(subject, 5_000),
-        )
+        self.fail(subject, lease, at_ms=4_000, retry_at_ms=5_000)
 
-        taken = subject.store.take_due(now=ms(subject, 5_000), limit=10, redispatch_after_ms=after)
-        early = subject.store.take_due(now=ms(subject, 6_000), limit=10, redispatch_after_ms=after)
-        again = subject.store.take_due(now=ms(subject, 6_001), limit=10, redispatch_after_ms=after)
+        taken = self.take(subject, 5_000, after_ms=after)
+        early = self.take(subject, 6_000, after_ms=after)
+        again = self.take(subject, 6_001, after_ms=after)
 
         assert [d.job_id for d in taken] == ["job-1"]
         assert early == []
@@ -1895,19 +1832,18 @@ class JobStoreContract:
         self.claim(subject, "job-1")
         assert len(subject.store.expire_leases(now=ms(subject, LEASE_MS + 1), limit=10)) == 1
         lease = self.claim(subject, "job-1", at_ms=LEASE_MS + 1).lease
-        subject.store.fail(
+        self.fail(
+            subject,
             lease,
-            now=ms(subject, LEASE_MS + 2),
-            error_code="UNEXPECTED_ERROR",
-            error_type="RuntimeError",
-            retry_at=ms(subject, LEASE_MS + 3),
+            at_ms=LEASE_MS + 2,
+            retry_at_ms=LEASE_MS + 3,
+            error=("UNEXPECTED_ERROR", "RuntimeError"),
         )
         last = self.claim(subject, "job-1", at_ms=LEASE_MS + 3).lease
 
         subject.store.complete(last, now=ms(subject, LEASE_MS + 4))
 
-        job = subject.peer.find("job-1", tenant_id=None)
-        assert job is not None
+        job = self.found(subject, "job-1", peer=True)
         assert (job.status, job.attempts) == (JobStatus.SUCCEEDED, 3)
         assert (job.last_error_code, job.last_error_type) == (None, None)
 
@@ -1952,7 +1888,7 @@ class JobStoreContract:
         subject = job_store_subject
         self.add(subject, new_job(subject, "job-1", tenant=None, max_attempts=1))
         lease = self.claim(subject, "job-1").lease
-        subject.store.fail(lease, now=subject.start, error_code="X", error_type="E", retry_at=None)
+        self.fail(subject, lease)
         store, now = subject.store, ms(subject, 1)
         calls: dict[str, Any] = {
             "find": lambda: store.find("job-1", tenant_id=""),
@@ -2066,14 +2002,12 @@ class JobStoreContract:
         subject = job_store_subject
         event = OPERATIONS[operation]
         lease = self._place(subject, status, max_attempts=1 if operation == LAST_EXPIRY else 3)
-        before = subject.store.find(lease.job_id, tenant_id=None)
-        assert before is not None
+        before = self.found(subject, lease.job_id)
         assert before.status is status
 
         accepted = self._operate(subject, operation, lease)
 
-        after = subject.peer.find(lease.job_id, tenant_id=None)
-        assert after is not None
+        after = self.found(subject, lease.job_id, peer=True)
         target = MOVES.get((status, event))
         if target is not None:
             assert accepted is not False, f"{operation} refused a move of the table"
@@ -2084,27 +2018,6 @@ class JobStoreContract:
             else:
                 assert accepted is not True, f"{operation} said it moved a {status} job"
             assert after == before, f"a {status} job changed on {operation}"
-
-    def _place(self, subject: JobStoreSubject, status: JobStatus, *, max_attempts: int) -> JobLease:
-        """A job in ``status``, reached through the port; the lease of its last attempt (a lease
-        it never had when it was never claimed)."""
-        job_id = f"job-{status}"
-        self.add(subject, new_job(subject, job_id, max_attempts=max_attempts))
-        never = JobLease(job_id, 1, "never-its-lease", ms(subject, LEASE_MS))
-        if status is JobStatus.QUEUED:
-            return never
-        lease = self.claim(subject, job_id, at_ms=1_000).lease
-        store, now = subject.store, ms(subject, 2_000)
-        if status is JobStatus.SUCCEEDED:
-            store.complete(lease, now=now)
-        elif status is JobStatus.FAILED:
-            retry_at = ms(subject, 3_000)
-            store.fail(lease, now=now, error_code="X", error_type="E", retry_at=retry_at)
-        elif status is JobStatus.DEAD:
-            store.fail(lease, now=now, error_code="X", error_type="E", retry_at=None)
-        elif status is JobStatus.CANCELLED:
-            assert store.cancel(job_id, tenant_id=None, now=now)
-        return lease
 
     def _operate(self, subject: JobStoreSubject, operation: str, lease: JobLease) -> bool | None:
         """Apply ``operation`` at 10 s (40 s for an expiry, past the lease): whether the store
