@@ -251,8 +251,13 @@ class JobFilter:
 class JobPage:
     """A page of a listing, most recently enqueued first (``enqueued_at``, then id, descending).
 
-    ``cursor`` is None on the last page; otherwise given back to ``list_page`` it answers the
-    next page: the jobs after the last of this one in that order, whatever was added since.
+    ``cursor`` is None on the last page; otherwise given back to ``list_page`` with the same
+    filter, by this instance or another on the same data, it answers the next page: the jobs
+    after the last of this one in that order, whatever was added or moved since. A page holds
+    at most ``limit`` jobs. Listing on an index alone (no filter), every page but the last is
+    full and the last is never empty; a filter applied to what the index reads may leave a
+    page shorter, even empty, with a cursor, so that what one page reads stays bounded: read
+    on until the cursor is None.
     """
 
     jobs: list[StoredJob]
@@ -586,6 +591,7 @@ class JobStore(ABC):
         """Delete up to ``limit`` jobs of ``statuses`` finished before ``before``; how many.
 
         ``statuses`` are finished ones (``ValueError`` otherwise); ``limit`` None: all of them.
+        A job finished at ``before`` itself is kept.
         The jobs are found on an index of ``finished_at``, oldest first, so a retention pass
         of bounded batches costs its batch whatever the store holds. The idempotency keys of
         the jobs deleted are freed.

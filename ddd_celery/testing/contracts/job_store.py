@@ -750,6 +750,17 @@ class JobStoreContract:
         assert [j.id for j in of_t1] == ["job-4", "job-2", "job-0"]
         assert [j.id for j in two] == ["job-4", "job-3"]
 
+    @pytest.mark.parametrize("status", list(JobStatus))
+    def test_list_jobs_reads_each_status_due_or_not(
+        self, job_store_subject: JobStoreSubject, status: JobStatus
+    ) -> None:
+        subject = job_store_subject
+        self._one_job_in_each_state(subject)
+        states = [state.value for state in reversed(JobState) if state.status is status]
+
+        assert [job.id for job in subject.peer.list_jobs(status=status)] == states
+        assert [job.id for job in subject.store.list_jobs(status=status, limit=1)] == states[:1]
+
     def test_purge_finished_deletes_what_finished_before_the_instant(
         self, job_store_subject: JobStoreSubject
     ) -> None:
