@@ -24,8 +24,16 @@ a claim made whose answer never came leaves it running until its lease expires. 
 comes a little before its job is due (two processes' measures of the store's clock disagree by
 a few milliseconds) waits for it, up to ``EARLY_WAKEUP_S``, and claims again.
 
-A failed attempt ends the task in ``FAILURE`` once it is recorded, so Celery's events and
-monitors see it; the store's backoff and the relay are its retry, never Celery's.
+A failed attempt ends the task once it is recorded, as Celery's own retries end one: an attempt
+that will be retried raises ``AttemptFailedError``, a ``celery.exceptions.Retry`` (state
+``RETRY``, ``task_retry``, Celery's INFO "retry" line) that sends no message, since the store's
+backoff and the relay are the retry; only the attempt that leaves the job dead is a ``FAILURE``
+(``AttemptsExhaustedError``, Celery's ERROR "raised unexpected" and ``task_failure``). Either
+carries the job's own frames. Celery is given the job's error, message included, as the cause
+of either, unless ``ddd_celery_traceback_messages`` is false: then it gets the frames alone and
+only the error's code and type, as the records and the log fields always do. The task's
+``request.retries`` is the attempt's number less one, and each wake-up's ``root_id`` is the job
+id, so Celery's tools link the attempts of one job.
 """
 
 from __future__ import annotations
@@ -36,9 +44,10 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from types import TracebackType
 from typing import Any, TypeVar
 
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Retry, SoftTimeLimitExceeded
 
 from ddd_celery.background.attempt import (
     AttemptOutcome,
@@ -51,6 +60,7 @@ from ddd_celery.background.rules import RunStatus
 from ddd_celery.background.store import CLAIMABLE, ClaimedJob, JobStatus, StoredJob
 from ddd_celery.celery.background.message import GUARDED_STRATEGY, read_job_id
 from ddd_celery.celery.background.registry import BackgroundJobs, background_jobs_of
+from ddd_celery.celery.config import app_config
 from ddd_celery.celery.message import UnreadableMessageError
 from ddd_celery.celery.tasks import time_limits
 from ddd_celery.declarations.background import BackgroundJobDeclaration
@@ -68,18 +78,32 @@ store's clock disagree by, far less than a relay's redispatch."""
 _T = TypeVar("_T")
 
 
-class AttemptFailedError(JobError):
-    """What the task raises after recording a failed attempt that will be retried.
+class AttemptFailedError(JobError, Retry):  # type: ignore[misc]
+    """What the task raises after recording a failed attempt that will be retried: Celery's
+    ``Retry``, so the task ends in ``RETRY``, and no message is sent (the relay publishes the
+    job at ``retry_at``, Celery's ``when``).
 
     Its message names the job, the attempt and the code and type of what the job raised, never
-    that error's message (it may quote data); ``code`` is that error's code.
+    that error's message (it may quote data); ``code`` is that error's code. ``exc`` is the job's
+    error, or None when Celery is not given error messages (``ddd_celery_traceback_messages``).
     """
 
     def __init__(
-        self, message: str, *, job: str | None = None, code: str = UNEXPECTED_ERROR
+        self,
+        message: str,
+        exc: BaseException | None = None,
+        when: datetime | None = None,
+        *,
+        job: str | None = None,
+        code: str = UNEXPECTED_ERROR,
     ) -> None:
-        super().__init__(message, job=job)
+        Retry.__init__(self, message, exc=exc, when=when)
+        self.job = job
         self.code = code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its job and code (a prefork child hands it to its parent)."""
+        return type(self), (self.message, self.exc, self.when), {"job": self.job, "code": self.code}
 
 
 def register_background_task(app: Any, declaration: BackgroundJobDeclaration) -> None:
@@ -91,7 +115,7 @@ def register_background_task(app: Any, declaration: BackgroundJobDeclaration) ->
     """
 
     def run_background_job(task: Any, *args: Any, **kwargs: Any) -> None:
-        run_message(task.app, declaration.name, args, kwargs)
+        run_message(task.app, declaration.name, args, kwargs, request=task.request)
 
     run_background_job.__doc__ = f"Run one attempt of the background job {declaration.name}."
     app.task(
@@ -108,11 +132,20 @@ def register_background_task(app: Any, declaration: BackgroundJobDeclaration) ->
     )
 
 
-def run_message(app: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+def run_message(
+    app: Any,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    *,
+    request: Any = None,
+) -> None:
     """Run the attempt a task message wakes, if the job can be claimed.
 
-    Raises only after recording a failed attempt (``AttemptFailedError``, or
-    ``AttemptsExhaustedError`` once the job is dead), so the task ends in ``FAILURE``.
+    ``request`` is the task's (Celery's ``Context``): its ``hostname`` names the worker in the
+    claim, and its ``retries`` is set to the attempt's number less one. Raises only after
+    recording a failed attempt: ``AttemptFailedError`` (``RETRY``) when it will be retried,
+    ``AttemptsExhaustedError`` (``FAILURE``) once the job is dead.
     """
     registry = background_jobs_of(app)
     try:
@@ -124,13 +157,14 @@ def run_message(app: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str,
         return
     declaration = registry.jobs[name]
     token = uuid.uuid4().hex  # this delivery's attempt, whatever the store is asked again
-    claimed, claimed_at = _claim(registry, job_id, token)
+    worker = getattr(request, "hostname", None)
+    claimed, claimed_at = _claim(registry, job_id, token, worker)
     if claimed is None:
         job = registry.store.find(job_id, tenant_id=None)
         early_s = _early_s(job, registry.clock.now())
         if early_s:
             time.sleep(early_s)
-            claimed, claimed_at = _claim(registry, job_id, token)
+            claimed, claimed_at = _claim(registry, job_id, token, worker)
             if claimed is None:
                 job = registry.store.find(job_id, tenant_id=None)
     if claimed is None:
@@ -146,19 +180,28 @@ def run_message(app: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str,
             what=f"run the job: the message's task is {name}, the job's {claimed.job.name}",
         )
         return
+    if request is not None:
+        request.retries = claimed.lease.attempt - 1
     Attempt(registry, declaration, claimed, claimed_at).run()
 
 
-def _claim(registry: BackgroundJobs, job_id: str, token: str) -> tuple[ClaimedJob | None, float]:
-    """Claim under ``token``, asked again while the store cannot answer; what it answered and
-    when the claim that answered was sent (``time.monotonic``), where its lease starts."""
+def _claim(
+    registry: BackgroundJobs, job_id: str, token: str, worker: str | None
+) -> tuple[ClaimedJob | None, float]:
+    """Claim under ``token`` for ``worker``, asked again while the store cannot answer; what it
+    answered and when the claim that answered was sent (``time.monotonic``), where its lease
+    starts."""
     sent = time.monotonic()
 
     def claim() -> ClaimedJob | None:
         nonlocal sent
         sent = time.monotonic()
         return registry.store.claim_job(
-            job_id, now=registry.clock.now(), lease_ms=registry.worker.lease_ms, token=token
+            job_id,
+            now=registry.clock.now(),
+            lease_ms=registry.worker.lease_ms,
+            token=token,
+            worker=worker,
         )
 
     claimed = _asking(claim)
@@ -231,8 +274,9 @@ class Attempt:
             raise
         registry.recorder.record(conclusion.run, conclusion.error)
         run = conclusion.run
-        if run.status is RunStatus.DEAD or run.status is RunStatus.RETRIED:
-            _raise_failed(run, claimed.job.max_attempts)
+        if (run.status is RunStatus.DEAD or run.status is RunStatus.RETRIED) and outcome.error:
+            messages = app_config(registry.app).traceback_messages
+            _raise_failed(run, claimed.job.max_attempts, outcome.error, messages=messages)
 
     def _attempt(self) -> AttemptOutcome:
         """Run the job; the watchdog aborts its signal at ``timeout_ms`` on pools without limits.
@@ -282,18 +326,41 @@ class Attempt:
         return self._controller.signal.reason or timeout
 
 
-def _raise_failed(run: BackgroundJobRun, max_attempts: int) -> None:
-    """End the task in ``FAILURE`` for a failed attempt, once it is recorded."""
+def _raise_failed(
+    run: BackgroundJobRun, max_attempts: int, error: BaseException, *, messages: bool
+) -> None:
+    """End the task of a failed attempt, once it is recorded: ``RETRY`` when it is retried,
+    ``FAILURE`` once the job is dead; the traceback holds the frames of ``error``.
+
+    With ``messages``, chained to ``error``, whose message Celery then prints; otherwise only
+    its frames are carried over, and Celery sees its code and type alone.
+    """
     failure = f"{run.error_code} ({run.error_type})"
     where = f"{run.job} {run.job_id} attempt {run.attempt}/{max_attempts}"
+    raised: JobError
     if run.status is RunStatus.DEAD:
-        raise AttemptsExhaustedError(f"{where} failed with {failure}: dead", job=run.job)
-    retry = "" if run.retry_at is None else f", retried at {iso_ms(run.retry_at)}"
-    raise AttemptFailedError(
-        f"{where} failed with {failure}{retry}",
-        job=run.job,
-        code=run.error_code or UNEXPECTED_ERROR,
-    )
+        raised = AttemptsExhaustedError(f"{where} failed with {failure}: dead", job=run.job)
+    else:
+        retry = "" if run.retry_at is None else f", retried at {iso_ms(run.retry_at)}"
+        raised = AttemptFailedError(
+            f"{where} failed with {failure}{retry}",
+            error if messages else None,
+            run.retry_at,
+            job=run.job,
+            code=run.error_code or UNEXPECTED_ERROR,
+        )
+    if messages:
+        raise raised from error
+    raise raised.with_traceback(_frames_of(error)) from None
+
+
+def _frames_of(error: BaseException) -> TracebackType | None:
+    """The traceback of ``error``, or of the first of its causes that has one (a timeout made
+    by the worker has none, the job's ``SoftTimeLimitExceeded`` it stands for has the frames)."""
+    cause: BaseException | None = error
+    while cause is not None and cause.__traceback__ is None:
+        cause = cause.__cause__
+    return None if cause is None else cause.__traceback__
 
 
 def _explain_no_claim(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from background_jobs import ECHO, EchoJob, Seen
 from celery import Celery
+from celery.app.task import Context
 
 from ddd_celery.background import ClaimedJob, InMemoryJobStore, JobLease, JobStatus
 from ddd_celery.celery import install_jobs
@@ -17,6 +18,9 @@ from ddd_celery.celery.background import background_jobs_of, install_background_
 from ddd_celery.celery.background import tasks as background_tasks
 from ddd_celery.celery.background.tasks import run_message
 from ddd_celery.kernel import InMemoryLock, SystemClock
+
+WORKER = "worker1@billing-7"
+"""The hostname of the Celery worker the task's request names."""
 
 
 class LosingStore(InMemoryJobStore):
@@ -30,15 +34,23 @@ class LosingStore(InMemoryJobStore):
         self.lost_completions = 0
         self.down = False
         self.claim_tokens: list[str | None] = []
+        self.claim_workers: list[str | None] = []
         self.completions = 0
 
     def claim_job(
-        self, job_id: str, *, now: datetime, lease_ms: int, token: str | None = None
+        self,
+        job_id: str,
+        *,
+        now: datetime,
+        lease_ms: int,
+        token: str | None = None,
+        worker: str | None = None,
     ) -> ClaimedJob | None:
         if self.down:
             raise ConnectionError("the store cannot be asked")
         self.claim_tokens.append(token)
-        claimed = super().claim_job(job_id, now=now, lease_ms=lease_ms, token=token)
+        self.claim_workers.append(worker)
+        claimed = super().claim_job(job_id, now=now, lease_ms=lease_ms, token=token, worker=worker)
         if self.lost_claims:
             self.lost_claims -= 1
             raise ConnectionError("the reply never came")
@@ -79,14 +91,16 @@ def test_a_claim_whose_replies_were_lost_is_asked_again_with_the_same_token_and_
     job_id = enqueue(app)
     store.lost_claims = lost
 
-    run_message(app, ECHO, (), {"job_id": job_id})
+    run_message(app, ECHO, (), {"job_id": job_id}, request=Context(hostname=WORKER))
 
     assert len(store.claim_tokens) == lost + 1
     assert len(set(store.claim_tokens)) == 1
+    assert store.claim_workers == [WORKER] * (lost + 1)  # each try names the same worker
     assert seen.notes == [("echo", ("hi", job_id, 1))]
     job = store.find(job_id, tenant_id=None)
     assert job is not None
     assert (job.status, job.attempts) == (JobStatus.SUCCEEDED, 1)
+    assert [(attempt.number, attempt.worker) for attempt in job.history] == [(1, WORKER)]
 
 
 def test_two_deliveries_of_one_wake_up_name_two_attempts() -> None:
