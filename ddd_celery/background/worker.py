@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import random as _random
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -105,6 +107,9 @@ class QueueWorker:
 
     ``monotonic`` (seconds) times how long a lease went unrenewed: an attempt none of whose
     renewals reached the store for ``lease_ms`` aborts its signal with ``JobInterruptedError``.
+
+    ``name`` is what each claim records as the attempt's worker (``AttemptRecord.worker``, what
+    ``find`` shows); ``<hostname>:<pid>`` by default (``default_worker_name``).
     """
 
     def __init__(
@@ -123,15 +128,20 @@ class QueueWorker:
         lease_ms: int = DEFAULT_LEASE_MS,
         random: Callable[[], float] = _random.random,
         monotonic: Callable[[], float] = time.monotonic,
+        name: str | None = None,
     ) -> None:
         _check_concurrency(concurrency)
-        for name, value, low in (
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"name must be a non-empty string, not {name!r}")
+        for setting, value, low in (
             ("poll_interval_ms", poll_interval_ms, 1),
             ("grace_ms", grace_ms, 0),
             ("lease_ms", lease_ms, 1),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an int of milliseconds >= {low}, not {value!r}")
+                raise ValueError(
+                    f"{setting} must be an int of milliseconds >= {low}, not {value!r}"
+                )
         self._store = store
         self._clock = clock
         self._scope = scope
@@ -144,6 +154,7 @@ class QueueWorker:
         self._lease_ms = lease_ms
         self._random = random
         self._monotonic = monotonic
+        self._name = default_worker_name() if name is None else name
         self._unknown: set[str] = set()
         """The names of the jobs met and not registered, each logged once."""
         self._jobs: dict[str, BackgroundRegistration] = {}
@@ -186,6 +197,11 @@ class QueueWorker:
             self._queues[queue.name] = queue
             if self._stopped is not None and not self._stopped.done():
                 self._pollers.append(asyncio.create_task(self._poll(queue)))
+
+    @property
+    def name(self) -> str:
+        """What the claims of this worker name it (``AttemptRecord.worker``)."""
+        return self._name
 
     @property
     def queues(self) -> dict[str, int]:
@@ -268,7 +284,11 @@ class QueueWorker:
             return [], sent
         try:
             claimed = self._store.claim_due(
-                [queue.name], now=self._clock.now(), lease_ms=self._lease_ms, limit=queue.free
+                [queue.name],
+                now=self._clock.now(),
+                lease_ms=self._lease_ms,
+                limit=queue.free,
+                worker=self._name,
             )
         except Exception as error:
             self._recorder.could_not_follow(queue.name, "", error, what="claim due jobs")
@@ -417,6 +437,12 @@ class QueueWorker:
         await asyncio.wait((grace, every_run), return_when=asyncio.FIRST_COMPLETED)
         grace.cancel()
         every_run.cancel()
+
+
+def default_worker_name() -> str:
+    """``<hostname>:<pid>``: tells two workers on one machine apart, as Celery's ``%h`` does
+    two hosts."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _outcome_of(
