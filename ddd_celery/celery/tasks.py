@@ -32,6 +32,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
+from ddd_celery.celery.config import app_config
 from ddd_celery.celery.event_loop import run_in_thread_loop
 from ddd_celery.celery.logs import render_fields_in_celery_logs
 from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError, refuse_unreal
@@ -72,7 +73,9 @@ class ScheduledJobFailedError(DddCeleryError, RuntimeError):
     error's message (it quotes data): Celery's log line, the result backend, Flower's event and
     an error tracker get ``billing.close-month failed: UNEXPECTED_ERROR (ValueError), scheduled_at
     2026-03-02T06:00:00.000Z, correlation id 4f1c...``. Its traceback is the job's own, so the
-    frames show where the run failed. ``code`` is the run's error code.
+    frames show where the run failed: chained to the job's error, whose message Celery's
+    traceback then shows, unless ``ddd_celery_traceback_messages`` is false (then its frames
+    alone). ``code`` is the run's error code.
     """
 
     def __init__(
@@ -109,15 +112,18 @@ class ScheduledJobRefusedError(ScheduledJobFailedError):
     """
 
 
-def raise_if_failed(record: JobRun, error: BaseException | None) -> None:
-    """Raise the failure of ``record`` when it failed, with the traceback of ``error``.
+def raise_if_failed(record: JobRun, error: BaseException | None, *, messages: bool) -> None:
+    """Raise the failure of ``record`` when it failed, with the frames of ``error``.
 
-    Not chained to ``error``: a chained exception is printed with its message.
+    With ``messages`` (``ddd_celery_traceback_messages``), chained to ``error``, whose message
+    Celery then prints; without, carrying its traceback alone, never its message.
     """
     if record.outcome is not Outcome.FAILED:
         return
     kind = ScheduledJobRefusedError if isinstance(error, DomainError) else ScheduledJobFailedError
     failure = kind.of(record)
+    if messages and error is not None:
+        raise failure from error
     traceback = None if error is None else error.__traceback__
     raise failure.with_traceback(traceback) from None
 
@@ -142,7 +148,7 @@ def register_job_task(app: Any, job: CeleryJob) -> None:
     def run_occurrence(task: Any, *args: Any, **kwargs: Any) -> None:
         concluded = run_message(task.app, job.name, args, kwargs, carrier=task.request)
         if concluded is not None:
-            raise_if_failed(*concluded)
+            raise_if_failed(*concluded, messages=app_config(task.app).traceback_messages)
 
     run_occurrence.__doc__ = f"Run one occurrence of the scheduled job {job.name}."
     app.task(
