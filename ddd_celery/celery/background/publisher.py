@@ -30,7 +30,8 @@ _UNBUILT = TaskMessage.__new__(TaskMessage)
 
 
 def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = None) -> None:
-    """Send the task ``name`` to ``queue`` with ``{"job_id": job_id}``, JSON.
+    """Send the task ``name`` to ``queue`` with ``{"job_id": job_id}``, JSON, its ``root_id``
+    the job id: Celery's tools link the wake-ups of every attempt of the job.
 
     ``producer`` is one the caller holds for a batch (the relay); otherwise Celery takes one from
     its pool for this message. The message is the one ``send_task`` would send, its fixed part
@@ -42,11 +43,12 @@ def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = No
     kwargs = {JOB_ID: job_id}
     message = _message(app, name, queue)
     if message is not None and message.fits_here():
+        root = {"root_id": job_id}
         if producer is None:
             with app.producer_or_acquire() as held:
-                message.send(held, new_task_id(), kwargs, kwargsrepr=repr(kwargs))
+                message.send(held, new_task_id(), kwargs, kwargsrepr=repr(kwargs), headers=root)
         else:
-            message.send(producer, new_task_id(), kwargs, kwargsrepr=repr(kwargs))
+            message.send(producer, new_task_id(), kwargs, kwargsrepr=repr(kwargs), headers=root)
         return
     declared = _declared.setdefault(app, set())
     app.send_task(
@@ -58,6 +60,7 @@ def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = No
         # what events and logs show of the arguments, given: Celery's safe repr costs more
         argsrepr="()",
         kwargsrepr=repr(kwargs),
+        root_id=job_id,
         **({"declare": []} if queue in declared else {}),
     )
     declared.add(queue)

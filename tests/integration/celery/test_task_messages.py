@@ -323,10 +323,12 @@ def test_the_relays_wake_up_is_the_one_send_task_sent(
         serializer="json",
         argsrepr="()",
         kwargsrepr=repr({"job_id": "job-1"}),
+        root_id="job-1",  # every wake-up of a job has the job as its root
     )
 
     light, celerys = queued(redis_client, redis_prefix, "jobs")
     assert same(light, celerys)
+    assert light["headers"]["root_id"] == "job-1"
     assert light["properties"]["kwargsrepr"] == "{'job_id': 'job-1'}"  # as Celery carries it
 
 
@@ -438,7 +440,7 @@ def test_what_cannot_be_sent_alike_is_left_to_send_task(make_app: AppFactory) ->
     assert TaskMessage.of(replaced, TASK, queue="reports") is None
 
 
-def test_a_wake_up_sent_within_a_running_task_carries_its_parent_as_send_task_does(
+def test_a_wake_up_sent_within_a_running_task_carries_its_parent_and_the_job_as_root(
     make_app: AppFactory, redis_client: Redis, redis_prefix: str, through: list[str]
 ) -> None:
     app = make_app()
@@ -454,7 +456,7 @@ def test_a_wake_up_sent_within_a_running_task_carries_its_parent_as_send_task_do
 
     (sent,) = queued(redis_client, redis_prefix, "jobs")
     assert sent["headers"]["parent_id"] == "parent-id"
-    assert sent["headers"]["root_id"] == "root-id"
+    assert sent["headers"]["root_id"] == "job-1"  # the job's, as the relay's wake-ups have
 
 
 def test_a_change_of_routes_is_followed_as_send_task_follows_it(
@@ -473,6 +475,7 @@ def test_a_change_of_routes_is_followed_as_send_task_follows_it(
         serializer="json",
         argsrepr="()",
         kwargsrepr=repr({"job_id": "job-2"}),
+        root_id="job-2",
     )
 
     first, light, celerys = queued(redis_client, redis_prefix, "jobs")
