@@ -286,21 +286,18 @@ def queries(store: JobStore, now: datetime) -> dict[str, Callable[[], object]]:
     cursor: str | None = None
     for _ in range(19):
         cursor = store.list_page(JobFilter(), now=now, limit=PAGE, cursor=cursor).cursor
-    filters = {
-        "list_page, no filter": JobFilter(),
-        "list_page, state dead": JobFilter(state=JobState.DEAD),
-        "list_page, job name": JobFilter(name="bench.job-3"),
-        "list_page, tenant": JobFilter(tenant_id="tenant-7"),
+
+    def page(where: JobFilter, at: str | None = None) -> Callable[[], object]:
+        return lambda: store.list_page(where, now=now, limit=PAGE, cursor=at)
+
+    return {
+        "list_page, no filter": page(JobFilter()),
+        "list_page, state dead": page(JobFilter(state=JobState.DEAD)),
+        "list_page, job name": page(JobFilter(name="bench.job-3")),
+        "list_page, tenant": page(JobFilter(tenant_id="tenant-7")),
+        "list_page, page 20 (cursor)": page(JobFilter(), cursor),
+        "jobs background list": list_cli(listing_app(store)),
     }
-    calls: dict[str, Callable[[], object]] = {
-        name: lambda where=where: store.list_page(where, now=now, limit=PAGE)
-        for name, where in filters.items()
-    }
-    calls["list_page, page 20 (cursor)"] = lambda: store.list_page(
-        JobFilter(), now=now, limit=PAGE, cursor=cursor
-    )
-    calls["jobs background list"] = list_cli(listing_app(store))
-    return calls
 
 
 def timed_ms(call: Callable[[], object]) -> float:
