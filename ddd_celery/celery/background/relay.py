@@ -84,8 +84,8 @@ PURGE_FAILED = (
     "purge is tried again in %d s; the next that fail the same way are not said, until one "
     "succeeds"
 )
-"""ERROR, once per run of failures (again when the error's type changes): the type and code
-only, as every record keeps an error (its message may quote data)."""
+"""ERROR, once per run of failures (again when the error's type changes), naming the error's
+type and code only: its message may quote data."""
 PURGE_RECOVERED = "Relay: the purge of finished background jobs succeeded again; %d failed since %s"
 """WARNING, when a purge succeeds after failures."""
 
