@@ -273,10 +273,10 @@ class Attempt:
             )
             raise
         registry.recorder.record(conclusion.run, conclusion.error)
-        run, error = conclusion.run, outcome.error
-        if (run.status is RunStatus.DEAD or run.status is RunStatus.RETRIED) and error is not None:
+        run, raised = conclusion.run, outcome.error
+        if (run.status is RunStatus.DEAD or run.status is RunStatus.RETRIED) and raised is not None:
             messages = app_config(registry.app).traceback_messages
-            _raise_failed(run, claimed.job.max_attempts, error, messages=messages)
+            _raise_failed(run, claimed.job.max_attempts, raised, messages=messages)
 
     def _attempt(self) -> AttemptOutcome:
         """Run the job; the watchdog aborts its signal at ``timeout_ms`` on pools without limits.
