@@ -1,13 +1,15 @@
-"""``celery -A app jobs list | next <name> | run-now <name>``: the operator's commands.
+"""``celery -A app jobs list | next | history | run-now``: the operator's commands.
 
 Installed through the ``celery.commands`` entry point, so the commands take ``-A`` like every
-other ``celery`` command and read the jobs ``install_jobs`` put on the app.
+other ``celery`` command and read the jobs ``install_jobs`` put on the app. Each fails the same
+way (``JobsCommand``): a store that cannot be asked is one line and exit 1.
 
 A fresh process has handled no occurrence itself: beat and the workers have. ``list`` shows what
 the shared stores can tell (the run in progress from the run state, the last occurrence handled
-from the checkpoints, the latest outcome from the last runs), says when it cannot know, and
-exits 1 naming the store it could not ask and why. Instants are shown in UTC and on the clocks
-of the job's zone, which is what a cron is read on.
+from the checkpoints and the last runs, the latest outcome from the last runs), says when it
+cannot know, and exits 1 naming the store it could not ask and why; ``history`` shows a job's
+recent records. Instants are shown in UTC and on the clocks of the job's zone, which is what a
+cron is read on.
 """
 
 from __future__ import annotations
@@ -18,17 +20,23 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, TypeVar
 
 import click
-from celery.bin.base import CeleryCommand
 
 from ddd_celery.celery.background.cli import background, printable, refuse_configuration
+from ddd_celery.celery.cli_errors import JobsCommand, why
 from ddd_celery.celery.config import JobsConfigError
 from ddd_celery.celery.describe import next_run_at
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
-from ddd_celery.celery.run_now import run_here
+from ddd_celery.celery.run_now import (
+    NotAnOccurrenceError,
+    OccurrenceNotSentError,
+    SentOccurrence,
+    run_here,
+    send_to_workers,
+)
 from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.declarations.schedule import CronRule, IntervalRule
 from ddd_celery.kernel.instants import iso_ms
@@ -53,8 +61,23 @@ COLUMNS = (
     "LAST HANDLED",
     "LAST OUTCOME",
 )
+HISTORY_COLUMNS = (
+    "SCHEDULED AT (UTC)",
+    "OUTCOME",
+    "ERROR",
+    "STARTED AT (UTC)",
+    "DURATION",
+    "CORRELATION ID",
+    "TENANT",
+    "NOTE",
+)
+OFF_SCHEDULE = "off schedule"
+"""NOTE of a record whose instant is not one of the schedule's: a ``run-now`` without ``--at``
+(run at the instant it was asked), or an occurrence of a schedule since changed."""
 RUN_STATE, CHECKPOINTS, LAST_RUNS = "run state", "checkpoints", "last runs"
 NEXT_COUNT = 5
+HISTORY_COUNT = 20
+_TICK = timedelta(microseconds=1)
 
 _T = TypeVar("_T")
 
@@ -68,14 +91,15 @@ _T = TypeVar("_T")
 )
 @click.pass_context
 def jobs(ctx: click.Context, show_traceback: bool) -> None:
-    """The scheduled jobs installed on the app: list them, show their next runs, run one now."""
+    """The scheduled jobs installed on the app: list them, show their next runs and their
+    history, run one now."""
     ctx.meta["ddd_celery.traceback"] = show_traceback
 
 
 jobs.add_command(background)
 
 
-@jobs.command(name="list", cls=CeleryCommand)
+@jobs.command(name="list", cls=JobsCommand)
 @click.option("--json", "as_json", is_flag=True, help="Print the jobs as JSON.")
 @click.pass_context
 def list_jobs(ctx: click.Context, as_json: bool) -> None:
@@ -98,12 +122,12 @@ def list_jobs(ctx: click.Context, as_json: bool) -> None:
             for note in _notes(registry):
                 click.echo(note)
     for store, (adapter, error) in stores.unavailable.items():
-        click.echo(f"The {store} ({adapter}) could not be asked: {_why(error)}", err=True)
+        click.echo(f"The {store} ({adapter}) could not be asked: {why(error)}", err=True)
     if stores.unavailable:
         ctx.exit(1)
 
 
-@jobs.command(name="next", cls=CeleryCommand)
+@jobs.command(name="next", cls=JobsCommand)
 @click.argument("name")
 @click.option(
     "--count",
@@ -133,8 +157,75 @@ def next_command(ctx: click.Context, name: str, count: int) -> None:
     _table(rows)
 
 
-@jobs.command(name="run-now", cls=CeleryCommand)
+class InstantType(click.ParamType):  # type: ignore[type-arg]
+    """An ISO 8601 instant with its UTC offset (``Z`` for UTC), read as an aware ``datetime``."""
+
+    name = "INSTANT"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, datetime):
+            return value
+        try:
+            at = datetime.fromisoformat(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO 8601 instant such as 2026-03-02T06:00:00Z")
+        if at.tzinfo is None:
+            self.fail(f"{value!r} has no UTC offset: write Z for UTC, or +02:00 say")
+        return at
+
+
+@jobs.command(name="history", cls=JobsCommand)
 @click.argument("name")
+@click.option(
+    "--limit",
+    default=HISTORY_COUNT,
+    show_default=True,
+    type=click.IntRange(min=1, max=1000),
+    help="How many records to show, newest first (the store keeps a bounded number).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
+@click.pass_context
+def history_command(ctx: click.Context, name: str, limit: int, as_json: bool) -> None:
+    """The last outcomes of the job NAME, newest first, as beats and workers recorded them.
+
+    Every record but ``skipped-locked`` (that occurrence is another beat's, which records its
+    real outcome). Exits 1 when the last runs are not kept or cannot be asked, 2 for a name no
+    job has.
+    """
+    registry = _registry(ctx)
+    job = _job(registry, name)
+    if registry.last_runs is None:
+        click.echo(f"{name}: no history: {_NO_LAST_RUNS}", err=True)
+        ctx.exit(1)
+    runs = registry.last_runs.history(name, limit)
+    if as_json:
+        records = [_history_data(job, run) for run in runs]
+        document = {"job": name, "schedule": job.schedule.description, "runs": records}
+        click.echo(json.dumps(document, indent=2))
+        return
+    if not runs:
+        click.echo(f"{name}: {job.schedule.description}; no outcome recorded yet")
+        return
+    shown = "the newest record" if len(runs) == 1 else f"the newest {len(runs)} records"
+    click.echo(f"{name}: {job.schedule.description}; {shown}, newest first")
+    _table([HISTORY_COLUMNS, *(_history_row(job, run) for run in runs)])
+
+
+@jobs.command(name="run-now", cls=JobsCommand)
+@click.argument("name")
+@click.option(
+    "--at",
+    type=InstantType(),
+    help="Replay the occurrence of INSTANT (ISO 8601 with its offset, 2026-03-02T06:00:00Z): "
+    "refused unless it is an instant of the job's schedule that came.",
+)
+@click.option(
+    "--on-workers",
+    is_flag=True,
+    help="Send the occurrence to the workers as beat does, under its lock "
+    "job:<name>:<instant>, instead of running it here; without --at, the latest instant of "
+    "the schedule.",
+)
 @click.option(
     "--traceback",
     "show_traceback",
@@ -142,20 +233,31 @@ def next_command(ctx: click.Context, name: str, count: int) -> None:
     help="On failure, print the error's message and traceback (they may quote data).",
 )
 @click.pass_context
-def run_now_command(ctx: click.Context, name: str, show_traceback: bool) -> None:
-    """Run the job NAME once, in this process, as a worker would (no lock).
+def run_now_command(
+    ctx: click.Context, name: str, at: datetime | None, on_workers: bool, show_traceback: bool
+) -> None:
+    """Run the job NAME once, in this process, as a worker would (no lock), or send it to the
+    workers (``--on-workers``).
 
-    Exits 0 when it succeeded, 1 when it failed, 2 for a name no job has.
+    Exits 0 when it succeeded (or was sent), 1 when it failed, was refused or could not be
+    sent, 2 for a name no job has.
     """
     registry = _registry(ctx)
     _job(registry, name)
     try:
-        record, error = run_here(registry, name)
+        if on_workers:
+            _sent(send_to_workers(ctx.obj.app, name, at=at))
+            return
+        record, error = run_here(registry, name, at=at)
     except TypeError as refused:  # a beat_schedule entry, or a system job beat runs
         raise click.UsageError(str(refused)) from None
+    except (NotAnOccurrenceError, OccurrenceNotSentError) as refused:
+        click.echo(f"ddd_celery: jobs run-now refused: {why(refused)}", err=True)
+        ctx.exit(1)
+    replayed = "" if at is None else ", replayed"
     ran = (
-        f"in {record.duration_ms or 0:.0f} ms (scheduled_at {iso_ms(record.scheduled_at)}, "
-        f"correlation id {record.correlation_id})"
+        f"in {record.duration_ms or 0:.0f} ms (scheduled_at {iso_ms(record.scheduled_at)}"
+        f"{replayed}, correlation id {record.correlation_id})"
     )
     if error is not None:
         # The code and type only by default, as the log line: an error's message may quote data.
@@ -166,6 +268,62 @@ def run_now_command(ctx: click.Context, name: str, show_traceback: bool) -> None
             click.echo("--traceback shows the error's message and traceback", err=True)
         ctx.exit(1)
     click.echo(f"{name} succeeded {ran}")
+
+
+def _sent(sent: SentOccurrence) -> None:
+    at = iso_ms(sent.scheduled_at)
+    lock = "" if sent.lock_key is None else f", lock {sent.lock_key}"
+    if sent.task_id is None:
+        behind = "" if sent.queued_behind is None else f" of {iso_ms(sent.queued_behind)}"
+        click.echo(
+            f"{sent.job}: the occurrence of {at} is queued behind the run in progress{behind} "
+            f"(overlap queue{lock}): the worker that ends that run sends it"
+        )
+        return
+    click.echo(
+        f"{sent.job}: sent the occurrence of {at} to the workers: task {sent.task_id}, "
+        f"queue {sent.queue or '(the default)'}, correlation id {sent.correlation_id}{lock}, "
+        f"expires {iso_ms(sent.expires_at)}"
+    )
+    click.echo(f"`jobs history {sent.job}` shows its outcome once a worker has run it")
+
+
+def _history_row(job: CeleryJob, run: JobRun) -> tuple[str, ...]:
+    """A record as a row: what the store holds goes through ``printable``."""
+    error = "-"
+    if run.error_code or run.error_type:
+        error = printable(f"{run.error_code or '-'} ({run.error_type or '-'})")
+    return (
+        iso_ms(run.scheduled_at),
+        run.outcome.value,
+        error,
+        "-" if run.started_at is None else iso_ms(run.started_at),
+        "-" if run.duration_ms is None else f"{run.duration_ms:.0f} ms",
+        printable(run.correlation_id or "-"),
+        printable(run.tenant_id or "-"),
+        "" if _on_schedule(job, run.scheduled_at) else OFF_SCHEDULE,
+    )
+
+
+def _history_data(job: CeleryJob, run: JobRun) -> dict[str, Any]:
+    return {
+        "scheduled_at": iso_ms(run.scheduled_at),
+        "outcome": run.outcome.value,
+        "error_code": run.error_code,
+        "error_type": run.error_type,
+        "started_at": None if run.started_at is None else iso_ms(run.started_at),
+        "duration_ms": run.duration_ms,
+        "correlation_id": run.correlation_id,
+        "tenant_id": run.tenant_id,
+        "on_schedule": _on_schedule(job, run.scheduled_at),
+    }
+
+
+def _on_schedule(job: CeleryJob, at: datetime) -> bool:
+    try:
+        return next_occurrence(job.schedule, at - _TICK) == at
+    except (ValueError, OverflowError):
+        return False
 
 
 @contextmanager
@@ -388,15 +546,25 @@ class _Lister:
         return text, text
 
     def _last_handled(self, job: CeleryJob) -> tuple[str, Any]:
+        """The latest instant handled: the checkpoint beat wrote, or the instant of the last
+        run recorded when later (a ``run-now`` counts, as its outcome does)."""
+        handled: datetime | None = None
+        word: str | None = None
         if not self._has_checkpoints:
-            return UNKNOWN, UNKNOWN
-        if self._known.handled is None:
-            return UNAVAILABLE, UNAVAILABLE
-        handled = self._known.handled.get(job.name)
-        if handled is None:
-            return "never", None
-        text = self._instant(handled)
-        return text, text
+            word = UNKNOWN
+        elif self._known.handled is None:
+            word = UNAVAILABLE
+        else:
+            handled = self._known.handled.get(job.name)
+        run = self._last_run(job)
+        if isinstance(run, JobRun) and (handled is None or run.scheduled_at > handled):
+            handled = run.scheduled_at
+        if handled is not None:
+            text = self._instant(handled)
+            return text, text
+        if word is not None:
+            return word, word
+        return "never", None
 
     def _last_run(self, job: CeleryJob) -> JobRun | str | None:
         """The job's last run, None when it has none yet, or the word for why it is unknown."""
@@ -433,15 +601,6 @@ def _outcome(run: JobRun, at: str) -> str:
     return f"{run.outcome.value} {printable(code)} {at}" if code else f"{run.outcome.value} {at}"
 
 
-def _why(error: BaseException) -> str:
-    """The error and what caused it, type and message: a store's connection error quotes no job
-    data, and the operator needs to know which host refused and how."""
-    causes = [error]
-    while causes[-1].__cause__ is not None and len(causes) < 5:
-        causes.append(causes[-1].__cause__)
-    return printable("; caused by ".join(f"{type(cause).__name__}: {cause}" for cause in causes))
-
-
 def _table(rows: list[tuple[str, ...]]) -> None:
     """The rows in aligned columns, written at once: ten thousand jobs are one write."""
     widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
@@ -475,7 +634,7 @@ def _as_json(
         name.replace(" ", "_"): {
             "adapter": None if adapter is None else type(adapter).__name__,
             "unavailable": (
-                _why(stores.unavailable[name][1]) if name in stores.unavailable else None
+                why(stores.unavailable[name][1]) if name in stores.unavailable else None
             ),
         }
         for name, adapter in adapters.items()
@@ -516,13 +675,17 @@ def _notes(registry: CeleryJobs) -> list[str]:
             f"{how} install_jobs(run_state=RedisJobRunState(...)) to share it."
         )
     if registry.checkpoints is None:
+        known = UNKNOWN if registry.last_runs is None else "the last outcome's instant only"
         notes.append(
-            f"LAST HANDLED is {UNKNOWN}: no checkpoints; "
+            f"LAST HANDLED is {known}: no checkpoints; "
             f"{how} install_jobs(checkpoints=RedisJobCheckpoints(...)) to keep them."
         )
     if registry.last_runs is None:
-        notes.append(
-            f"LAST OUTCOME is {UNKNOWN}: no last runs; "
-            f"{how} install_jobs(last_runs=RedisJobLastRuns(...)) to keep them."
-        )
+        notes.append(f"LAST OUTCOME is {UNKNOWN}: {_NO_LAST_RUNS}")
     return notes
+
+
+_NO_LAST_RUNS = (
+    "no last runs; set app.conf.ddd_celery_redis_url (a Redis broker is used by default) or "
+    "pass install_jobs(last_runs=RedisJobLastRuns(...)) to keep them."
+)

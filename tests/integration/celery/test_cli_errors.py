@@ -57,7 +57,9 @@ else:
 install_background_jobs(app, jobs=[SendMailJob], store=store)
 """
 
-SCHEDULED: list[tuple[str, ...]] = []
+SCHEDULED = [("history", "ops.close-day"), ("run-now", "ops.close-day", "--on-workers")]
+"""The scheduled commands that need a store (``next`` needs none; ``run-now`` run here keeps
+going, its record not kept, as a worker's run does)."""
 BACKGROUND = [
     ("background", "stats"),
     ("background", "dead"),

@@ -3,8 +3,9 @@
 The listing computes what jobs share once (the next instant per distinct schedule, the text of
 each instant) and decodes each store's replies in batches. These tests pin what it prints: a
 varied set of jobs against the text and JSON the per-job listing printed (files under
-``cli_list/``, written before the listing was restructured), and thousands of jobs, past a
-batch of every store, against each job's own single-key reads and cron evaluation.
+``cli_list/``, written before the listing was restructured, LAST HANDLED since counting a run
+recorded later than the checkpoint), and thousands of jobs, past a batch of every store, against
+each job's own single-key reads and cron evaluation.
 """
 
 from __future__ import annotations
@@ -179,6 +180,8 @@ def one_by_one(registry: CeleryJobs) -> list[dict[str, Any]]:
         handled = registry.checkpoints.read(job.name)
         tracked = job.declared or job.inline is not None
         run = registry.last_runs.read(job.name) if tracked else None
+        if run is not None and (handled is None or run.scheduled_at > handled):
+            handled = run.scheduled_at  # a run recorded later than the checkpoint was handled
         listed.append(
             {
                 "name": job.name,

@@ -133,7 +133,7 @@ def test_each_command_of_an_app_whose_configuration_came_to_allow_pickle_refuses
     app = wire(make_app, Probe())
     app.conf.update(accept_content=["json", "pickle"])
 
-    for command in (["list"], ["next", SYNC], ["run-now", SYNC]):
+    for command in (["list"], ["next", SYNC], ["history", SYNC], ["run-now", SYNC]):
         result = invoke(app, *command)
 
         assert result.exit_code == 1, command
