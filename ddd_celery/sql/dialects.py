@@ -1,5 +1,4 @@
-"""What differs by database: ``INSERT ... ON CONFLICT``, a JSON array changed in place, and a
-batch of rows named by a subquery.
+"""What differs by database: ``INSERT ... ON CONFLICT``, and a JSON array changed in place.
 
 PostgreSQL and SQLite both change a JSON value inside a statement (``jsonb`` operators, the
 ``json_*`` functions), so a job's attempt history is appended to and ended by the same
@@ -15,10 +14,8 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
-    Select,
     Table,
     Text,
-    any_,
     case,
     cast,
     func,
@@ -79,18 +76,6 @@ def json_set_last(
     paths = [v for name, field in fields.items() for v in (_text(f"$[#-1].{name}"), field)]
     holds = func.json_extract(array, _text(f"$[#-1].{key}")) == _text(value)
     return case((holds, func.json_set(array, *paths, type_=Text)), else_=array)
-
-
-def batch_of(bind: Connection | Engine, column: ColumnElement[Any], ids: Select[Any]) -> Any:
-    """``column`` is one of the values ``ids`` selects: a batch of rows found by a subquery.
-
-    On PostgreSQL the values become an array first (``= ANY(ARRAY(...))``), so the rows are
-    reached by ``column``'s index whatever the planner guesses of the subquery's size: as a
-    join, a batch of a thousand on a table of 50,000 rows read the whole table.
-    """
-    if _name(bind) == "postgresql":
-        return column == any_(func.array(ids.scalar_subquery()))
-    return column.in_(ids.scalar_subquery())
 
 
 def _pg_object(fields: Mapping[str, ColumnElement[Any]]) -> ColumnElement[Any]:

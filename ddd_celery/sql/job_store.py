@@ -92,7 +92,7 @@ from ddd_celery.background.store import (
     StoredJob,
 )
 from ddd_celery.sql.connection import Connector, from_micros, to_micros
-from ddd_celery.sql.dialects import batch_of, json_append, json_set_last, upsert
+from ddd_celery.sql.dialects import json_append, json_set_last, upsert
 from ddd_celery.sql.errors import StoreUnavailableError, UnstorableValueError
 from ddd_celery.sql.tables import DEFAULT_PREFIX, tables
 from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
@@ -445,7 +445,15 @@ class SqlJobStore(JobStore):
             narrowed.append(table.c.finished_at >= to_micros(where.finished_since, "since"))
         if after is not None:
             narrowed.append(tuple_(table.c.enqueued_at, table.c.id) < tuple_(*after))
-        if not self._storable(where.name, where.queue, where.tenant_id):
+        # only a finished job has a finished_at: a range of another status would read it all
+        statuses = [s for s in JobStatus if where.finished_since is None or s.finished]
+        if where.state is not None:
+            states = [_in_state(table, where.state, at)]
+            if _STATUS_OF_STATE[where.state] not in statuses:
+                states = []
+        else:
+            states = [[table.c.status == status.value] for status in statuses]
+        if not states or not self._storable(where.name, where.queue, where.tenant_id):
             return JobPage([], None)
         newest = (table.c.enqueued_at.desc(), table.c.id.desc())
         # one range per status, each read newest first on an index that starts with the
@@ -453,10 +461,10 @@ class SqlJobStore(JobStore):
         # status, never a sort of every job of that name or tenant
         ranges = [
             select(table.c.id, table.c.enqueued_at)
-            .where(*narrowed, *_in_state(table, state, at))
+            .where(*narrowed, *state)
             .order_by(*newest)
             .limit(limit + 1)
-            for state in ([where.state] if where.state is not None else _STATES)
+            for state in states
         ]
         if len(ranges) == 1:
             picked = ranges[0].subquery()
@@ -498,9 +506,8 @@ class SqlJobStore(JobStore):
         purged = 0
         while limit is None or purged < limit:
             size = PURGE_BATCH if limit is None else min(PURGE_BATCH, limit - purged)
-            batch = delete(table).where(
-                batch_of(self._engine, table.c.id, _oldest(table, chosen, at, size))
-            )
+            oldest = _oldest(table, chosen, at, size).scalar_subquery()
+            batch = delete(table).where(table.c.id.in_(oldest))
             # not sent again on a lost reply: a second send would purge the next batch, the
             # count would miss the first; the next pass purges what this one left
             with self._connector.transaction("purge the finished jobs", single=True) as connection:
@@ -883,7 +890,6 @@ def _ended_by(engine: Engine, table: Any, doing: str) -> Any:
     return _ended(engine, table, AttemptOutcome.FAILED, at, error_code=code, error_type=kind)
 
 
-_STATES = list(JobState)
 _STATUS_OF_STATE = {
     JobState.SCHEDULED: JobStatus.QUEUED,
     JobState.READY: JobStatus.QUEUED,
