@@ -1,17 +1,25 @@
-"""What beat logs at start: each job, its schedule and next run in UTC and in its own zone.
+"""What beat logs at start: its banner, each job, its schedule and next run in UTC and in its own
+zone, and the jobs whose settings change their declared schedule.
 
 Beat is built in this process on a fixed clock (no broker is asked at start), and its lines are
-read with ``caplog``.
+read with ``caplog``; then a real ``celery beat`` starts in a process of its own.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import textwrap
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from celery_support import AppFactory
+from services import REDIS_URL
 
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.beat import LISTED_AT_START, JobBeatScheduler
@@ -184,3 +192,90 @@ def test_the_banner_counts_the_jobs_and_the_beat_schedule_entries_in_good_englis
     )
 
     assert JobBeatScheduler(app=app, lazy=True).info == f"    . ddd_celery -> {banner}"
+
+
+BEAT_APP = '''
+"""An app with scheduled and background jobs, for `celery -A beat_lines_app beat`."""
+
+import os
+
+from celery import Celery
+
+from ddd_celery.celery import install_jobs
+from ddd_celery.celery.background import install_background_jobs
+from ddd_celery.declarations import background, scheduled
+from ddd_celery.redis import connect
+from ddd_celery.redis.job_store import RedisJobStore
+
+PREFIX = os.environ["PREFIX_FOR_TEST"]
+
+
+@scheduled("ops.close-day", cron="30 2 * * *", time_zone="Europe/Paris")
+class CloseDayJob:
+    def run(self, execution):
+        return None
+
+
+@background("ops.send-mail")
+class SendMailJob:
+    def run(self, payload, execution):
+        return None
+
+
+app = Celery("beat_lines_app", broker=os.environ["BROKER_URL_FOR_TEST"])
+app.conf.broker_transport_options = {"global_keyprefix": PREFIX}
+app.conf.ddd_celery_key_prefix = PREFIX
+install_jobs(
+    app,
+    jobs=[CloseDayJob],
+    settings={"ops.close-day": {"schedule": {"cron": "0 3 * * *", "time_zone": "UTC"}}},
+)
+install_background_jobs(
+    app, jobs=[SendMailJob], store=RedisJobStore(connect(os.environ["BROKER_URL_FOR_TEST"]),
+    prefix=f"{PREFIX}store:")
+)
+'''
+
+
+@pytest.mark.processes
+def test_a_real_beat_start_counts_the_relay_apart_and_logs_the_overridden_schedule(
+    tmp_path: Path, redis_prefix: str
+) -> None:
+    """``celery -A beat_lines_app beat -l INFO`` as a team starts it: its banner, its lines."""
+    (tmp_path / "beat_lines_app.py").write_text(textwrap.dedent(BEAT_APP))
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]),
+        "BROKER_URL_FOR_TEST": REDIS_URL,
+        "PREFIX_FOR_TEST": redis_prefix,
+    }
+    log = tmp_path / "beat.log"
+    with log.open("ab") as out:
+        beat = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "beat_lines_app", "beat", "-l", "INFO"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=tmp_path,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while "settings override" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            beat.terminate()
+            beat.wait(20)
+    output = log.read_text()
+
+    banner = [line for line in output.splitlines() if ". ddd_celery ->" in line]
+    assert banner == [
+        "    . ddd_celery -> 1 job, 1 system job (ddd_celery.relay), lock RedisLock"
+    ], output
+    [override] = [line for line in output.splitlines() if "settings override" in line]
+    assert override.endswith(
+        "INFO/MainProcess] beat: settings override the declared schedule of ops.close-day: "
+        "declared cron 30 2 * * * (Europe/Paris), runs on cron 0 3 * * * (UTC) "
+        'job=ops.close-day declared="cron 30 2 * * * (Europe/Paris)" '
+        'effective="cron 0 3 * * * (UTC)"'
+    ), output
+    assert 'beat: job scheduled job=ops.close-day schedule="cron 0 3 * * * (UTC)"' in output
