@@ -162,7 +162,7 @@ def run_message(
     if claimed is None:
         job = registry.store.find(job_id, tenant_id=None)
         early_s = _early_s(job, registry.clock.now())
-        if early_s:
+        if early_s is not None:
             time.sleep(early_s)
             claimed, claimed_at = _claim(registry, job_id, token, worker)
             if claimed is None:
@@ -219,12 +219,13 @@ def _asking(call: Callable[[], _T]) -> _T:
     return call()
 
 
-def _early_s(job: StoredJob | None, now: datetime) -> float:
-    """How long to wait for a claimable job due within ``EARLY_WAKEUP_S``; 0 otherwise."""
+def _early_s(job: StoredJob | None, now: datetime) -> float | None:
+    """How long to wait before claiming again a claimable job due within ``EARLY_WAKEUP_S``
+    (0 for one due already: it came due between the claim and this read); None otherwise."""
     if job is None or job.status not in CLAIMABLE:
-        return 0.0
+        return None
     early = (job.run_at - now) / timedelta(seconds=1)
-    return early if 0 < early <= EARLY_WAKEUP_S else 0.0
+    return max(early, 0.0) if early <= EARLY_WAKEUP_S else None
 
 
 class Attempt:

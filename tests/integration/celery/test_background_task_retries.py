@@ -26,12 +26,14 @@ WORKER = "worker1@billing-7"
 class LosingStore(InMemoryJobStore):
     """Does each claim and completion, then loses the first ``lost_claims`` and
     ``lost_completions`` replies (a timeout after the store did the work); ``down`` raises
-    before doing anything."""
+    before doing anything; the first ``refused_claims`` claims answer None, as for a job not
+    due yet at the instant the claim was judged."""
 
     def __init__(self) -> None:
         super().__init__()
         self.lost_claims = 0
         self.lost_completions = 0
+        self.refused_claims = 0
         self.down = False
         self.claim_tokens: list[str | None] = []
         self.claim_workers: list[str | None] = []
@@ -50,6 +52,9 @@ class LosingStore(InMemoryJobStore):
             raise ConnectionError("the store cannot be asked")
         self.claim_tokens.append(token)
         self.claim_workers.append(worker)
+        if self.refused_claims:
+            self.refused_claims -= 1
+            return None
         claimed = super().claim_job(job_id, now=now, lease_ms=lease_ms, token=token, worker=worker)
         if self.lost_claims:
             self.lost_claims -= 1
@@ -146,3 +151,18 @@ def test_a_completion_whose_reply_was_lost_is_asked_again_with_the_same_lease() 
     job = store.find(job_id, tenant_id=None)
     assert job is not None
     assert (job.status, job.attempts) == (JobStatus.SUCCEEDED, 1)
+
+
+def test_a_job_that_came_due_between_a_refused_claim_and_its_read_is_claimed_again_at_once() -> (
+    None
+):
+    store, seen = LosingStore(), Seen()
+    app = wired(store, seen)
+    job_id = enqueue(app)
+    store.refused_claims = 1  # judged a moment before its run_at; due by the time it is read
+
+    run_message(app, ECHO, (), {"job_id": job_id})
+
+    assert len(store.claim_tokens) == 2
+    assert len(set(store.claim_tokens)) == 1
+    assert seen.notes == [("echo", ("hi", job_id, 1))]
