@@ -28,6 +28,7 @@ import click
 from ddd_celery.celery.background.cli import background, printable, refuse_configuration
 from ddd_celery.celery.cli_errors import JobsCommand, why
 from ddd_celery.celery.cli_pause import pause_command, resume_command
+from ddd_celery.celery.cli_web import web_command
 from ddd_celery.celery.config import JobsConfigError
 from ddd_celery.celery.describe import next_run_at
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
@@ -100,6 +101,7 @@ def jobs(ctx: click.Context, show_traceback: bool) -> None:
 jobs.add_command(background)
 jobs.add_command(pause_command)
 jobs.add_command(resume_command)
+jobs.add_command(web_command)
 
 
 @jobs.command(name="list", cls=JobsCommand)
