@@ -51,7 +51,7 @@ PY
 # versions pip resolves: redis-py types the replies of a synchronous client only from 8.0 on, so
 # the test that type-checks generated code (and the package's source with it) is left out here.
 set +e
-python -m pytest -m "not processes" -q -p no:cacheprovider \
+python -m pytest -m "not processes" -n 2 -q -p no:cacheprovider \
   --deselect tests/integration/generate/test_generate_job.py::test_what_is_written_passes_mypy_strict "$@"
 status=$?
 set -e

@@ -28,8 +28,9 @@ ROOT = HERE.parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 
 
-DOCS_REDIS_DB = 13
-"""The database of the samples on the suite's Redis server; no other test uses it."""
+DOCS_REDIS_DB = 13 + int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+"""The database of the samples on the suite's Redis server, one per pytest worker (13, 14):
+no other test uses it, and a page's flush never reaches a page another worker runs."""
 
 
 def _name(page: Path) -> str:
