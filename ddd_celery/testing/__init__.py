@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ddd_celery.processes.memory import InMemoryProcessStore
     from ddd_celery.scheduling.checkpoints import InMemoryJobCheckpoints
     from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
+    from ddd_celery.scheduling.pauses import InMemoryJobPauses
     from ddd_celery.scheduling.run_state import InMemoryJobRunState
     from ddd_celery.testing.job_ports import assert_jobs_take_ports
     from ddd_celery.testing.manual import ManualJobScheduler, ManualJobTimers
@@ -40,6 +41,7 @@ _MODULES = {
     "InMemoryErrorReporter": "ddd_celery.kernel.reporting",
     "InMemoryJobCheckpoints": "ddd_celery.scheduling.checkpoints",
     "InMemoryJobLastRuns": "ddd_celery.scheduling.last_runs",
+    "InMemoryJobPauses": "ddd_celery.scheduling.pauses",
     "InMemoryJobRunState": "ddd_celery.scheduling.run_state",
     "InMemoryJobStore": "ddd_celery.background.memory",
     "InMemoryLock": "ddd_celery.kernel.lock",
@@ -61,6 +63,7 @@ __all__ = [
     "InMemoryErrorReporter",
     "InMemoryJobCheckpoints",
     "InMemoryJobLastRuns",
+    "InMemoryJobPauses",
     "InMemoryJobRunState",
     "InMemoryJobStore",
     "InMemoryLock",
