@@ -5,7 +5,18 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import BigInteger, Connection, Engine, Table, bindparam, delete, insert, select
+from sqlalchemy import (
+    BigInteger,
+    BindParameter,
+    Connection,
+    Engine,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    insert,
+    select,
+)
 
 from ddd_celery.scheduling.last_runs import (
     HISTORY_LIMIT,
@@ -77,7 +88,7 @@ class HistoryRows(LastRunRows):
 
     def __init__(self, engine: Engine, table: Table, history: Table, *, limit: int) -> None:
         super().__init__(engine, table)
-        job = bindparam("history_job")
+        job: BindParameter[str] = bindparam("history_job", type_=Text)
         newest = select(history.c.id, history.c.run).where(history.c.job == job)
         self._newest = newest.order_by(history.c.id.desc()).limit(1)
         self._add = insert(history).values(job=job, run=bindparam("record"))
