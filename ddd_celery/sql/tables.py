@@ -26,11 +26,13 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    inspect,
     text,
 )
+from sqlalchemy.engine import Inspector
 from sqlalchemy.engine.interfaces import Dialect
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy.schema import CreateColumn, CreateIndex, CreateTable
 
 DEFAULT_PREFIX = "ddd_"
 
@@ -150,10 +152,78 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
 def create_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> SqlTables:
     """Create the tables (and indexes) of ``prefix`` that do not exist yet; idempotent, and safe
     when several processes (beat and each worker, at import) call it at once
-    (``create_missing``)."""
+    (``create_missing``).
+
+    Raises ``RuntimeError`` when ``<prefix>jobs`` exists without a column of this version (made
+    by an earlier one): ``upgrade_jobs_table`` upgrades it, as ``docs/sql.md`` shows.
+    """
     made = tables(prefix)
     create_missing(engine, made.metadata)
+    missing = _missing_columns(inspect(engine), made.jobs)
+    if missing:
+        raise RuntimeError(
+            f"table {made.jobs.name} has no column {', '.join(missing)}: it was made by an "
+            f"earlier version of ddd_celery; upgrade it with upgrade_jobs_table(engine, "
+            f"{prefix!r}) or the statements of docs/sql.md"
+        )
     return made
+
+
+PREVIOUS_JOBS_INDEXES = ("jobs_enqueued", "jobs_finished")
+"""The indexes of the jobs table before the attempts history, replaced by the listing and
+purge indexes (their names after the prefix)."""
+
+
+def upgrade_jobs_table(engine: Engine, prefix: str = DEFAULT_PREFIX) -> list[str]:
+    """Bring ``<prefix>jobs``, made before the attempts history, up to this version; the
+    statements it ran (none for a table already up to date, or missing: run it at every
+    deploy if you like).
+
+    Adds ``history`` (``'[]'`` for every job: the attempts made before are not told), creates
+    the listing and purge indexes, drops the two they replace. One transaction, under
+    ddd_celery's DDL lock on PostgreSQL, where each ``CREATE INDEX`` holds off the table's
+    writes while it builds: run it with beat and the workers stopped, or create the indexes
+    ``CONCURRENTLY`` first (``docs/sql.md``). A table made by 0.1.0 is refused
+    (``RuntimeError``): its own upgrade comes first.
+    """
+    jobs = tables(prefix).jobs
+    with _ddl_transaction(engine) as connection:
+        found = inspect(connection)
+        if not found.has_table(jobs.name):
+            return []
+        missing = _missing_columns(found, jobs)
+        if set(missing) - {"history"}:
+            raise RuntimeError(
+                f"table {jobs.name} has no column {', '.join(missing)}: it was made by 0.1.0; "
+                "upgrade it first as docs/sql.md shows"
+            )
+        statements = [
+            f"ALTER TABLE {jobs.name} ADD COLUMN "
+            + str(CreateColumn(jobs.c[name]).compile(dialect=connection.dialect)).strip()
+            for name in missing
+        ]
+        indexes = {index["name"] for index in found.get_indexes(jobs.name)}
+        statements += [
+            f"DROP INDEX {prefix}{name}"
+            for name in PREVIOUS_JOBS_INDEXES
+            if prefix + name in indexes
+        ]
+        statements += [
+            str(CreateIndex(index).compile(dialect=connection.dialect)).strip()
+            for index in sorted(jobs.indexes, key=lambda index: str(index.name))
+            if index.name not in indexes
+        ]
+        for statement in statements:
+            connection.exec_driver_sql(statement)
+    return statements
+
+
+def _missing_columns(found: Inspector, table: Table) -> list[str]:
+    """The columns of ``table`` the database's table lacks (none when it does not exist)."""
+    if not found.has_table(table.name):
+        return []
+    there = {column["name"] for column in found.get_columns(table.name)}
+    return [column.name for column in table.columns if column.name not in there]
 
 
 def drop_tables(engine: Engine, prefix: str = DEFAULT_PREFIX) -> None:
