@@ -41,7 +41,7 @@ def fail(ctx: click.Context, what: str, error: BaseException) -> None:
     ctx.exit(1)
 
 
-class JobsCommand(CeleryCommand):
+class JobsCommand(CeleryCommand):  # type: ignore[misc]  # celery ships no types
     """A ``celery`` command whose store and configuration errors are one line and exit 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
