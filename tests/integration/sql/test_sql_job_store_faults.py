@@ -23,7 +23,10 @@ from services import DATABASE_URL
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import sessionmaker
 
+from ddd_celery.background.errors import JOB_INTERRUPTED
 from ddd_celery.background.store import (
+    AttemptOutcome,
+    AttemptRecord,
     ClaimedJob,
     Dispatch,
     EnqueuedBy,
@@ -45,6 +48,7 @@ pytestmark = pytest.mark.postgres
 NOW = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 LEASE_MS = 30_000
 REDISPATCH_MS = 60_000
+WORKER = "celery@sqlfaults-1"
 REPLY_LATE_S = 1.0
 """How long the proxy holds the reply back: the drop comes while it waits."""
 
@@ -126,9 +130,16 @@ Faulted = tuple[Callable[[], Any], Callable[[Any, StoredJob], None]]
 
 def running(stores: Stores, job_id: str) -> JobLease:
     stores.direct.add(new_job(job_id), dispatched=True)
-    claim = stores.direct.claim_job(job_id, now=NOW, lease_ms=LEASE_MS, token="attempt-1")
+    claim = stores.direct.claim_job(
+        job_id, now=NOW, lease_ms=LEASE_MS, token="attempt-1", worker=WORKER
+    )
     assert claim is not None
     return claim.lease
+
+
+def ended(outcome: AttemptOutcome, *error: str) -> tuple[AttemptRecord, ...]:
+    """The history of a job whose one attempt (``running``) ended at NOW with ``outcome``."""
+    return (AttemptRecord(1, NOW, WORKER, outcome, NOW, *error),)
 
 
 def claim_job(stores: Stores, job_id: str) -> Faulted:
@@ -138,8 +149,11 @@ def claim_job(stores: Stores, job_id: str) -> Faulted:
         assert answer is not None, "the claim sent again answered not claimable"
         assert (answer.lease.token, answer.lease.attempt) == ("attempt-1", 1)
         assert (job.status, job.attempts) == (JobStatus.RUNNING, 1)
+        assert job.history == (AttemptRecord(1, NOW, WORKER),), "one attempt recorded"
 
-    call = partial(stores.store.claim_job, job_id, now=NOW, lease_ms=LEASE_MS, token="attempt-1")
+    call = partial(
+        stores.store.claim_job, job_id, now=NOW, lease_ms=LEASE_MS, token="attempt-1", worker=WORKER
+    )
     return call, check
 
 
@@ -151,9 +165,16 @@ def claim_due(stores: Stores, job_id: str) -> Faulted:
             (job_id, "poll-1:0", 1)
         ]
         assert (job.status, job.attempts) == (JobStatus.RUNNING, 1)
+        assert job.history == (AttemptRecord(1, NOW, WORKER),), "one attempt recorded"
 
     call = partial(
-        stores.store.claim_due, ["sqlfaults"], now=NOW, lease_ms=LEASE_MS, limit=5, token="poll-1"
+        stores.store.claim_due,
+        ["sqlfaults"],
+        now=NOW,
+        lease_ms=LEASE_MS,
+        limit=5,
+        token="poll-1",
+        worker=WORKER,
     )
     return call, check
 
@@ -163,6 +184,7 @@ def complete(stores: Stores, job_id: str) -> Faulted:
 
     def check(answer: None, job: StoredJob) -> None:
         assert (job.status, job.attempts) == (JobStatus.SUCCEEDED, 1)
+        assert job.history == ended(AttemptOutcome.SUCCEEDED)
 
     return partial(stores.store.complete, lease, now=NOW), check
 
@@ -173,6 +195,7 @@ def fail(stores: Stores, job_id: str) -> Faulted:
 
     def check(answer: None, job: StoredJob) -> None:
         assert (job.status, job.attempts, job.run_at) == (JobStatus.FAILED, 1, retry_at)
+        assert job.history == ended(AttemptOutcome.FAILED, "E", "Boom")
 
     call = partial(
         stores.store.fail, lease, now=NOW, error_code="E", error_type="Boom", retry_at=retry_at
@@ -185,16 +208,18 @@ def release(stores: Stores, job_id: str) -> Faulted:
 
     def check(answer: None, job: StoredJob) -> None:
         assert (job.status, job.attempts) == (JobStatus.QUEUED, 0), "the release counted twice"
+        assert job.history == ended(AttemptOutcome.RELEASED)
 
     return partial(stores.store.release, lease, now=NOW), check
 
 
 def cancel(stores: Stores, job_id: str) -> Faulted:
-    stores.direct.add(new_job(job_id), dispatched=True)
+    running(stores, job_id)
 
     def check(answer: bool, job: StoredJob) -> None:
         assert answer is True
         assert job.status is JobStatus.CANCELLED
+        assert job.history == ended(AttemptOutcome.CANCELLED)
 
     return partial(stores.store.cancel, job_id, tenant_id="acme", now=NOW), check
 
@@ -234,6 +259,7 @@ def retry_dead(stores: Stores, job_id: str) -> Faulted:
     def check(answer: bool, job: StoredJob) -> None:
         assert answer is True, "the retry sent again answered not dead"
         assert (job.status, job.attempts) == (JobStatus.QUEUED, 0)
+        assert job.history == ended(AttemptOutcome.FAILED, "E", "Boom"), "kept as it was"
 
     return partial(stores.store.retry_dead, job_id, tenant_id="acme", now=NOW), check
 
@@ -244,6 +270,8 @@ def expire_leases(stores: Stores, job_id: str) -> Faulted:
     def check(answer: list[StoredJob], job: StoredJob) -> None:
         assert [(handed.id, handed.status) for handed in answer] == [(job_id, JobStatus.FAILED)]
         assert (job.status, job.attempts) == (JobStatus.FAILED, 1)
+        interrupted = AttemptOutcome.INTERRUPTED, expired, JOB_INTERRUPTED, "JobInterruptedError"
+        assert job.history == (AttemptRecord(1, NOW, WORKER, *interrupted),)
 
     expired = NOW + timedelta(milliseconds=LEASE_MS + 1)
     return partial(stores.store.expire_leases, now=expired, limit=10), check
