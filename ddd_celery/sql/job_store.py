@@ -36,6 +36,19 @@ killed between its commit and its publish delays its jobs by the grace plus one 
 (about 1.5 s by default), and a healthy job costs no extra write; a job that waits in the
 broker longer than the grace is published twice at most, and runs once (the claim decides).
 Outside a unit of work, every method is a short transaction of the store's own.
+
+The attempts. ``history`` is a JSON array of the job's last ``ATTEMPTS_KEPT`` attempts, changed
+by the statement that claims or concludes the job (``dialects.json_append``,
+``json_set_last``): a claim appends its record unless the job already runs under its token (a
+claim sent again), and a conclusion sets the outcome of the last record only while it is still
+running, so each statement stays one, and safe to send twice.
+
+The operator. A listing (``list_page``) reads, per status, a range of an index that starts with
+the status, the job name or the tenant, then the status, newest first, and merges the ranges:
+a page costs about a page whatever the table holds. The cursor is the position of the page's
+last job, ``(enqueued_at, id)``, compared as a row. ``stats`` groups on the indexes of
+``(queue, status, ...)`` and ``(name, status, ...)``; ``purge_finished`` deletes, by primary
+key, the oldest of each finished status found on ``(status, finished_at)``, a batch at a time.
 """
 
 from __future__ import annotations
