@@ -49,6 +49,7 @@ _HELP = {
     "background_job_runs_total": "Attempts of background jobs, by outcome.",
     "background_job_duration_ms": "Duration of the attempts of background jobs, in milliseconds.",
     "process_steps_total": "Steps of process managers, by outcome.",
+    "background_jobs_purged_total": "Finished background jobs the relay purged, by status.",
 }
 
 _logger = logging.getLogger("ddd_celery.prometheus")
