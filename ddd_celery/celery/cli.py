@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import json
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -31,6 +31,7 @@ from ddd_celery.celery.cli_pause import pause_command, resume_command
 from ddd_celery.celery.cli_web import web_command
 from ddd_celery.celery.config import JobsConfigError
 from ddd_celery.celery.describe import next_run_at
+from ddd_celery.celery.pauses import paused_jobs
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.run_now import (
     NotAnOccurrenceError,
@@ -44,6 +45,7 @@ from ddd_celery.declarations.schedule import CronRule, IntervalRule
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.errors import UnknownJobError
 from ddd_celery.scheduling.outcomes import JobRun
+from ddd_celery.scheduling.pauses import InMemoryJobPauses, Pause
 from ddd_celery.scheduling.run_state import InMemoryJobRunState
 
 UNKNOWN = "unknown"
@@ -76,7 +78,9 @@ HISTORY_COLUMNS = (
 OFF_SCHEDULE = "off schedule"
 """NOTE of a record whose instant is not one of the schedule's: a ``run-now`` without ``--at``
 (run at the instant it was asked), or an occurrence of a schedule since changed."""
-RUN_STATE, CHECKPOINTS, LAST_RUNS = "run state", "checkpoints", "last runs"
+RUN_STATE, CHECKPOINTS, LAST_RUNS, PAUSES = "run state", "checkpoints", "last runs", "pauses"
+PAUSED_LISTED = 20
+"""How many paused jobs the table's notes name one by one; ``--json`` gives every pause."""
 NEXT_COUNT = 5
 HISTORY_COUNT = 20
 _TICK = timedelta(microseconds=1)
@@ -108,7 +112,8 @@ jobs.add_command(web_command)
 @click.option("--json", "as_json", is_flag=True, help="Print the jobs as JSON.")
 @click.pass_context
 def list_jobs(ctx: click.Context, as_json: bool) -> None:
-    """Each job: schedule, enabled, queue, next run, run in progress, last handled, last outcome.
+    """Each job: schedule, enabled (or paused), queue, next run, run in progress, last handled,
+    last outcome.
 
     Exits 1 when a store could not be asked (the table still lists what is known).
     """
@@ -124,7 +129,7 @@ def list_jobs(ctx: click.Context, as_json: bool) -> None:
             click.echo(_no_jobs(ctx))
         else:
             _table([COLUMNS, *(lister.row(job) for job in registry.jobs.values())])
-            for note in _notes(registry):
+            for note in [*lister.paused_notes(), *_notes(registry)]:
                 click.echo(note)
     for store, (adapter, error) in stores.unavailable.items():
         click.echo(f"The {store} ({adapter}) could not be asked: {why(error)}", err=True)
@@ -395,6 +400,8 @@ class _Known:
     running: dict[str, datetime | None] | None
     handled: dict[str, datetime | None] | None
     outcomes: dict[str, JobRun | None] | None
+    paused: Mapping[str, Pause] | None
+    """The jobs an operator paused (``celery jobs pause``), read in one round trip."""
 
     @classmethod
     def read(cls, registry: CeleryJobs, stores: _Stores) -> _Known:
@@ -416,7 +423,10 @@ class _Known:
         tracked = [job.name for job in jobs if job.declared or job.inline is not None]
         if last_runs is not None and tracked:
             outcomes, _ = stores.ask(LAST_RUNS, last_runs, lambda: last_runs.read_many(tracked))
-        return cls(running, handled, outcomes)
+        paused: Mapping[str, Pause] | None = {}
+        if not isinstance(registry.pauses, InMemoryJobPauses):
+            paused, _ = stores.ask(PAUSES, registry.pauses, lambda: paused_jobs(registry))
+        return cls(running, handled, outcomes, paused)
 
 
 def _registry(ctx: click.Context) -> CeleryJobs:
@@ -477,6 +487,7 @@ class _Lister:
         self._run_state_shared = not isinstance(registry.run_state, InMemoryJobRunState)
         self._has_checkpoints = registry.checkpoints is not None
         self._has_last_runs = registry.last_runs is not None
+        self._pauses_shared = not isinstance(registry.pauses, InMemoryJobPauses)
         self._schedules: dict[tuple[IntervalRule | CronRule, bool], _Scheduled] = {}
         self._instants: dict[datetime, str] = {}
         self._encoded: dict[object, str] = {}
@@ -487,7 +498,7 @@ class _Lister:
         return (
             job.name,
             scheduled.description,
-            "yes" if scheduled.enabled else "no",
+            self._enabled(job, scheduled.enabled),
             job.queue or ("(runs in beat)" if job.inline is not None else "(task's own)"),
             scheduled.next_utc or NEVER_BY_TIME,
             scheduled.next_local or NEVER_BY_TIME,
@@ -507,10 +518,41 @@ class _Lister:
         return (
             f'    {{\n      "name": {json.dumps(job.name)},\n{json_schedule}'
             f'      "queue": {self._json(job.queue)},\n{json_next}'
+            f'      "paused": {self._json(self._paused_data(job))},\n'
             f'      "running": {self._json(self._running(job)[1])},\n'
             f'      "last_handled": {self._json(self._last_handled(job)[1])},\n'
             f'      "last_outcome": {self._json(self._last_outcome_data(job))}\n    }}'
         )
+
+    def paused_notes(self) -> list[str]:
+        """A line per paused job, who paused it, since when and why (texts from the store,
+        ``printable``); past ``PAUSED_LISTED``, one line says how many more."""
+        paused = sorted((self._known.paused or {}).values(), key=lambda pause: pause.job)
+        notes = [
+            f"{pause.job} is paused since {iso_ms(pause.at)} by {printable(pause.by)}"
+            + ("" if pause.reason is None else f": {printable(pause.reason)}")
+            + f" (`jobs resume {pause.job}` resumes it)"
+            for pause in paused[:PAUSED_LISTED]
+        ]
+        if len(paused) > PAUSED_LISTED:
+            notes.append(f"{len(paused) - PAUSED_LISTED} more jobs are paused; --json lists them")
+        return notes
+
+    def _enabled(self, job: CeleryJob, enabled: bool) -> str:
+        """``yes`` or ``no``, as the wiring decides; ``paused`` for a job an operator paused."""
+        if self._known.paused is None or job.name not in self._known.paused:
+            return "yes" if enabled else "no"
+        return "paused" if enabled else "no (paused)"
+
+    def _paused_data(self, job: CeleryJob) -> Any:
+        if not self._pauses_shared:
+            return UNKNOWN
+        if self._known.paused is None:
+            return UNAVAILABLE
+        pause = self._known.paused.get(job.name)
+        if pause is None:
+            return None
+        return {"by": pause.by, "at": self._instant(pause.at), "reason": pause.reason}
 
     def _scheduled(self, job: CeleryJob) -> _Scheduled:
         schedule = job.schedule
@@ -639,6 +681,7 @@ def _as_json(
         RUN_STATE: registry.run_state,
         CHECKPOINTS: registry.checkpoints,
         LAST_RUNS: registry.last_runs,
+        PAUSES: registry.pauses,
     }
     asked = {
         name.replace(" ", "_"): {

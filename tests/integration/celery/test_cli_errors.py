@@ -119,6 +119,7 @@ def test_list_whose_redis_is_down_lists_what_it_knows_and_names_each_store_in_a_
         "The run state (RedisJobRunState)",
         "The checkpoints (RedisJobCheckpoints)",
         "The last runs (RedisJobLastRuns)",
+        "The pauses (RedisJobPauses)",
     ]
     assert "ops.close-day" in result.stdout
 

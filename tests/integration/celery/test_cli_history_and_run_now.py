@@ -303,3 +303,27 @@ def test_run_now_on_workers_without_an_instant_sends_the_latest_occurrence(ops: 
 
     assert sent.returncode == 0, sent.stderr
     assert f"sent the occurrence of {iso_ms(at)} to the workers" in sent.stdout
+
+
+def test_a_paused_job_is_listed_paused_with_who_and_why_until_it_is_resumed(ops: Ops) -> None:
+    paused = ops.jobs("pause", JOB, "--reason", "month-end freeze", "--by", "alice")
+    table = ops.jobs("list")
+    listed = ops.jobs("list", "--json")
+    resumed = ops.jobs("resume", JOB)
+    after = ops.jobs("list")
+
+    assert paused.returncode == 0, paused.stderr
+    assert table.returncode == 0, table.stderr
+    header, row, note = table.stdout.splitlines()
+    assert row[header.index("ENABLED") :].split()[0] == "paused"
+    assert note.startswith(f"{JOB} is paused since ")
+    assert note.endswith(f" by alice: month-end freeze (`jobs resume {JOB}` resumes it)")
+    document = json.loads(listed.stdout)
+    [job] = document["jobs"]
+    assert job["paused"]["by"] == "alice"
+    assert job["paused"]["reason"] == "month-end freeze"
+    assert note.split(" is paused since ")[1].startswith(job["paused"]["at"])
+    assert document["stores"]["pauses"]["adapter"] in {"RedisJobPauses", "SqlJobPauses"}
+    assert resumed.returncode == 0, resumed.stderr
+    header, row = after.stdout.splitlines()
+    assert row[header.index("ENABLED") :].split()[0] == "yes"

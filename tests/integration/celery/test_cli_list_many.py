@@ -191,6 +191,7 @@ def one_by_one(registry: CeleryJobs) -> list[dict[str, Any]]:
                 "queue": job.queue,
                 "next_run_at": None if at is None else iso_ms(at),
                 "next_run_local": None if at is None else local_time(at, zone_of(job)),
+                "paused": "unknown",  # an InMemoryLock's pauses live in beat's memory
                 "running": (running and iso_ms(running)) if job.declared else "untracked",
                 "last_handled": handled and iso_ms(handled),
                 "last_outcome": (

@@ -71,6 +71,7 @@ def test_list_json_gives_each_job_and_the_stores_as_data(make_app: AppFactory) -
         "queue": "probe",
         "next_run_at": "2026-03-03T01:30:00.000Z",
         "next_run_local": "2026-03-03T02:30:00+01:00 CET",
+        "paused": "unknown",
         "running": "unknown",
         "last_handled": "unknown",
         "last_outcome": "unknown",
