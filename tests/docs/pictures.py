@@ -128,6 +128,8 @@ PLACES = {
     Step.SKIPPED_OVERLAP: (5.4, 2),
     Step.SKIPPED_PAUSED: (4.6, 2),
 }
+ALONG = {(Step.RUNNING, Step.FAILED): 0.3}
+"""Where on its line a move's name sits, for the lines whose names would otherwise meet."""
 
 
 def occurrence_svg() -> str:
@@ -162,7 +164,7 @@ def occurrence_svg() -> str:
             'marker-end="url(#arrow)"/>'
         )
         vertical, horizontal = abs(x2 - x1) < 1, abs(y2 - y1) < 1
-        along = 0.5 if horizontal else 0.35 if vertical else 0.6  # apart where lines meet
+        along = ALONG.get((source, target), 0.5 if horizontal else 0.35 if vertical else 0.6)
         at_x, at_y = x1 + (x2 - x1) * along, y1 + (y2 - y1) * along
         anchor = "start" if vertical else "middle"
         for line, event in enumerate(reversed(events)):
