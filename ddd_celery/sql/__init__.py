@@ -15,7 +15,15 @@ from ddd_celery.sql.last_runs import SqlJobLastRuns
 from ddd_celery.sql.lock import SqlLock
 from ddd_celery.sql.process_store import SqlProcessStore, create_process_tables
 from ddd_celery.sql.run_state import SqlJobRunState
-from ddd_celery.sql.tables import DEFAULT_PREFIX, SqlTables, create_tables, ddl, drop_tables, tables
+from ddd_celery.sql.tables import (
+    DEFAULT_PREFIX,
+    SqlTables,
+    create_tables,
+    ddl,
+    drop_tables,
+    tables,
+    upgrade_jobs_table,
+)
 from ddd_celery.sql.unit_of_work import SqlAlchemyUnitOfWork
 
 __all__ = [
@@ -37,4 +45,5 @@ __all__ = [
     "drop_tables",
     "sqlite_engine",
     "tables",
+    "upgrade_jobs_table",
 ]
