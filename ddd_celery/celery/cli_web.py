@@ -34,10 +34,13 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
     is_flag=True,
     help="Show payloads, checkpoints and process states (their shapes only by default).",
 )
+@click.option("--tenant", default=None, help="Show and act on this tenant's jobs only.")
 @click.option(
-    "--tenant",
-    default=None,
-    help="Show and act on this tenant's jobs only.",
+    "--refresh",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Seconds between reloads of the pages of live state (0: never).",
 )
 @click.pass_context
 def web_command(
@@ -49,6 +52,7 @@ def web_command(
     token: str | None,
     show_payloads: bool,
     tenant: str | None,
+    refresh: int,
 ) -> None:
     """Serve the page of the app's scheduled jobs, background jobs and process instances."""
     try:
@@ -64,7 +68,13 @@ def web_command(
     if tenant == "":
         raise click.BadParameter("'' names no tenant", param_hint="--tenant")
     check_configuration(ctx.obj.app)
-    page = create_app(ctx.obj.app, token=token, viewer_tenant=tenant, show_payloads=show_payloads)
+    page = create_app(
+        ctx.obj.app,
+        token=token,
+        viewer_tenant=tenant,
+        show_payloads=show_payloads,
+        refresh_seconds=refresh,
+    )
     _log_actions()
     shown = f"[{host}]" if ":" in host else host
     how = (

@@ -40,7 +40,7 @@ from ddd_celery.background.store import JobFilter, JobPage, JobState, JobStatus
 from ddd_celery.celery.background.registry import BackgroundJobs, background_jobs_of
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.web.access import Viewer
-from ddd_celery.web.charts import Bucket, bucketed, name_bars, stacked_bars
+from ddd_celery.web.charts import NARROW, Bucket, bucketed, name_bars, stacked_bars
 from ddd_celery.web.core import CONFIRMED, PageError, Web, json_response
 
 MAX_LIMIT = 200
@@ -86,6 +86,7 @@ def throughput_chart(store_page: Any, now: datetime, tenant_id: str | None) -> A
         ("succeeded", "dead"),
         f"Throughput and failures: the latest {RECENT} succeeded and dead jobs, by when they "
         "finished",
+        width=NARROW,
     )
 
 
@@ -342,6 +343,7 @@ class BackgroundPages:
                 request,
                 viewer,
                 action="/background/cancel",
+                verb="cancel it",
                 title=f"Cancel {job_id}?",
                 what=what,
                 fields=[("id", job_id)],
@@ -405,11 +407,14 @@ class BackgroundPages:
                 request,
                 viewer,
                 action="/background/retry",
+                verb=f"retry {len(ids)}" if many else "retry it",
                 title=f"Retry {len(ids)} dead jobs?" if many else f"Retry {ids[0]}?",
                 what=[
-                    ("These dead jobs are" if many else "This dead job is")
-                    + " queued again, their attempts reset; beat's relay publishes them at its "
-                    "next tick.",
+                    "These dead jobs are queued again, their attempts reset; beat's relay "
+                    "publishes them at its next tick."
+                    if many
+                    else "This dead job is queued again, its attempts reset; beat's relay "
+                    "publishes it at its next tick.",
                     *ids,
                 ],
                 fields=[("id", single)] if single else [("ids", job_id) for job_id in ids],

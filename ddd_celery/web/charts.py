@@ -32,7 +32,10 @@ SERIES_COLOURS = {
     "cancelled": "#bdbdbd",
 }
 BUCKETS = 24
-_WIDTH, _HEIGHT, _LEFT, _BOTTOM, _TOP = 640, 160, 40, 34, 22
+WIDE, NARROW = 1000, 620
+"""The widths of a chart across the page and of one in half of it (what it is drawn at, at
+most: a narrower window shrinks it)."""
+_HEIGHT, _LEFT, _BOTTOM, _TOP = 170, 40, 34, 22
 
 
 def series_of(outcome: Outcome) -> str:
@@ -71,30 +74,32 @@ def bucketed(instants: Iterable[tuple[datetime, str]], count: int = BUCKETS) -> 
     return [Bucket(first + span * i, first + span * (i + 1), counts[i]) for i in range(bars)]
 
 
-def outcomes_chart(runs: Iterable[JobRun], title: str) -> Markup:
+def outcomes_chart(runs: Iterable[JobRun], title: str, *, width: int = WIDE) -> Markup:
     """The outcomes of ``runs`` over time, a stacked bar per span of their instants."""
     buckets = bucketed((run.scheduled_at, series_of(run.outcome)) for run in runs)
-    return stacked_bars(buckets, OUTCOME_SERIES, title)
+    return stacked_bars(buckets, OUTCOME_SERIES, title, width=width)
 
 
-def stacked_bars(buckets: Sequence[Bucket], series: Sequence[str], title: str) -> Markup:
+def stacked_bars(
+    buckets: Sequence[Bucket], series: Sequence[str], title: str, *, width: int = WIDE
+) -> Markup:
     """A bar per bucket, its series stacked, the first and last instants under the axis."""
     label = escape(printable(title))
     if not buckets:
         return Markup(
-            f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {_WIDTH} 40" '
-            f'width="{_WIDTH}" height="40"><text x="0" y="24" class="empty">{label}: '
+            f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {width} 40" '
+            f'width="{width}"><text x="0" y="24" class="empty">{label}: '
             "nothing recorded yet</text></svg>"
         )
     highest = max(sum(bucket.counts.values()) for bucket in buckets) or 1
-    plot_w, plot_h = _WIDTH - _LEFT - 8, _HEIGHT - _BOTTOM - _TOP
+    plot_w, plot_h = width - _LEFT - 8, _HEIGHT - _BOTTOM - _TOP
     step = plot_w / len(buckets)
-    bar_w = max(1.0, step * 0.8)
+    bar_w = max(1.0, min(step * 0.8, 48.0))
     parts = [
-        f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {_WIDTH} {_HEIGHT}" '
-        f'width="{_WIDTH}" height="{_HEIGHT}">',
+        f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {width} {_HEIGHT}" '
+        f'width="{width}">',
         f'<text x="0" y="14" class="title">{label}</text>',
-        f'<line x1="{_LEFT}" y1="{_TOP + plot_h}" x2="{_WIDTH - 8}" y2="{_TOP + plot_h}" '
+        f'<line x1="{_LEFT}" y1="{_TOP + plot_h}" x2="{width - 8}" y2="{_TOP + plot_h}" '
         'class="axis"/>',
         f'<text x="{_LEFT - 4}" y="{_TOP + 8}" class="tick" text-anchor="end">{highest}</text>',
         f'<text x="{_LEFT - 4}" y="{_TOP + plot_h}" class="tick" text-anchor="end">0</text>',
@@ -122,7 +127,7 @@ def stacked_bars(buckets: Sequence[Bucket], series: Sequence[str], title: str) -
         parts.append("</g>")
     parts.append(
         f'<text x="{_LEFT}" y="{_HEIGHT - 18}" class="tick">{escape(iso_ms(buckets[0].start))}'
-        f'</text><text x="{_WIDTH - 8}" y="{_HEIGHT - 18}" class="tick" text-anchor="end">'
+        f'</text><text x="{width - 8}" y="{_HEIGHT - 18}" class="tick" text-anchor="end">'
         f"{escape(iso_ms(buckets[-1].end))}</text>"
     )
     parts.append(_legend(series, _HEIGHT - 4))
@@ -131,23 +136,27 @@ def stacked_bars(buckets: Sequence[Bucket], series: Sequence[str], title: str) -
 
 
 def name_bars(
-    rows: Sequence[tuple[str, Mapping[str, int]]], series: Sequence[str], title: str
+    rows: Sequence[tuple[str, Mapping[str, int]]],
+    series: Sequence[str],
+    title: str,
+    *,
+    width: int = NARROW,
 ) -> Markup:
     """A horizontal bar per name (a job's), its series stacked: counts side by side."""
     label = escape(printable(title))
     if not rows:
         return Markup(
-            f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {_WIDTH} 40" '
-            f'width="{_WIDTH}" height="40"><text x="0" y="24" class="empty">{label}: '
+            f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {width} 40" '
+            f'width="{width}"><text x="0" y="24" class="empty">{label}: '
             "no job yet</text></svg>"
         )
-    row_h, names_w, top = 18, 220, 22
+    row_h, names_w, top = 18, min(220, width // 3), 22
     height = top + row_h * len(rows) + 24
     highest = max(sum(counts.get(name, 0) for name in series) for _, counts in rows) or 1
-    plot_w = _WIDTH - names_w - 60
+    plot_w = width - names_w - 60
     parts = [
-        f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {_WIDTH} {height}" '
-        f'width="{_WIDTH}" height="{height}">',
+        f'<svg class="chart" role="img" aria-label="{label}" viewBox="0 0 {width} {height}" '
+        f'width="{width}">',
         f'<text x="0" y="14" class="title">{label}</text>',
     ]
     for index, (name, counts) in enumerate(rows):

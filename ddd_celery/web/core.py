@@ -210,6 +210,7 @@ class Web:
             signs_in=self.access.signs_in and self.access.authorize is None,
             refresh=self.settings.refresh_seconds if refresh else 0,
             done=request.query_params.get("done"),
+            here=_without_done(request),
         )
         response = HTMLResponse(html, status_code=status)
         if fresh:
@@ -279,6 +280,7 @@ class Web:
         viewer: Viewer,
         *,
         action: str,
+        verb: str,
         title: str,
         what: list[str],
         fields: list[tuple[str, str]],
@@ -292,6 +294,7 @@ class Web:
             "confirm.html",
             {
                 "action": action,
+                "verb": verb,
                 "title": title,
                 "what": what,
                 "fields": fields,
@@ -314,6 +317,12 @@ class Web:
     async def store_error(self, request: Request, error: Exception) -> Response:
         """A store that cannot be asked, or a configuration the page cannot run: one line."""
         return self.error_page(request, 503, f"a store could not be asked: {why(error)}")
+
+
+def _without_done(request: Request) -> str:
+    """The page's own address without the notice of an action (a reload shows it no more)."""
+    query = [(key, value) for key, value in request.query_params.multi_items() if key != "done"]
+    return request.url.path + (f"?{urlencode(query)}" if query else "")
 
 
 def wants_json(request: Request) -> bool:

@@ -355,6 +355,7 @@ class ScheduledPages:
                 request,
                 viewer,
                 action=f"/scheduled/{action}",
+                verb=f"{action} it",
                 title=f"{action.capitalize()} {name}?",
                 what=what,
                 fields=fields,
@@ -392,6 +393,7 @@ class ScheduledPages:
                 request,
                 viewer,
                 action="/scheduled/run",
+                verb="send it",
                 title=f"Run {name} now, on the workers?",
                 what=[
                     "The latest occurrence of its schedule is sent to the workers as beat sends "

@@ -77,7 +77,7 @@ async def test_the_dashboard_counts_the_jobs_and_charts_them(site: Site) -> None
     assert page.count('class="s-succeeded"') >= 2  # the throughput bar and the name's bar
     assert 'class="s-dead"' in page
     assert f">{CLOSE_DAY}</a>" in page
-    assert '<meta http-equiv="refresh" content="5">' in page
+    assert '<meta http-equiv="refresh" content="5; url=/">' in page
     assert answer.headers["content-security-policy"].startswith("default-src 'none'")
     assert answer.headers["x-frame-options"] == "DENY"
 
