@@ -848,7 +848,7 @@ def test_the_banner_of_celery_beat_asks_no_store_anything(
     banner = program.startup_info(service)
 
     assert "JobBeatScheduler" in banner
-    assert ". ddd_celery -> 1 jobs (0 from beat_schedule), lock Untouchable" in banner
+    assert ". ddd_celery -> 1 job, lock Untouchable" in banner
     assert stores.asked == []
     assert list(tmp_path.iterdir()) == []  # no shelve file either
 
