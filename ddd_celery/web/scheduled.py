@@ -96,11 +96,11 @@ def rows(
     registry: CeleryJobs, jobs: Sequence[CeleryJob], now: datetime, history: int
 ) -> tuple[list[Row], JobsKnown]:
     """The rows of ``jobs``: each store asked once for them all, and ``history`` records of
-    each job (a bounded read per job of the page)."""
+    each job (a bounded read per job of the page; none for 0)."""
     known = JobsKnown.read(registry, jobs)
     recent: dict[str, list[JobRun]] = {}
     last_runs = registry.last_runs
-    if last_runs is not None and LAST_RUNS not in known.unavailable:
+    if history and last_runs is not None and LAST_RUNS not in known.unavailable:
         for job in jobs:
             try:
                 recent[job.name] = last_runs.history(job.name, history)
@@ -270,7 +270,7 @@ class ScheduledPages:
                 search=query.get("q") or None,
                 size=self.web.settings.page_size,
             )
-            found, known = rows(registry, [registry.jobs[n] for n in names], now, 1)
+            found, known = rows(registry, [registry.jobs[n] for n in names], now, 0)
             return {
                 "now": iso_ms(now),
                 "jobs": [_row_data(row) for row in found],

@@ -288,7 +288,10 @@ def test_a_paused_job_is_skipped_by_beat_until_resumed(
     assert "paused by ada" in text_of(browser, "paused")
     shot(browser, "paused")
     beat = next(p for p in deployed.processes if p.name == "beat").output()
-    assert "skipped-paused" in beat or "paused" in beat
+    assert f"Scheduled job skipped: paused by an operator job={HEARTBEAT}" in beat
+    web_log = next(p for p in deployed.processes if p.name == "web").output()
+    assert f"Operator action pause on {HEARTBEAT} by ada: paused" in web_log
+    assert 'reason="invoices wrong"' in web_log
 
     browser.find_element(By.ID, "resume").click()
     wait_until(lambda: browser.title.startswith("Confirm"), 10, "the confirmation")
