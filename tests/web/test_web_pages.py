@@ -253,6 +253,7 @@ async def test_the_page_mounted_in_an_app_links_and_keeps_its_cookies_under_its_
     assert 'href="/ops/scheduled"' in listed.text
     assert found.headers["location"] == "/ops/background/job?id=job-1"
     assert "Path=/ops" in listed.headers["set-cookie"]
+    assert 'content="5; url=/ops/background"' in listed.text
 
 
 async def test_a_store_that_cannot_be_asked_is_one_line_and_503(site: Site) -> None:
