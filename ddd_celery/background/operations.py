@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from ddd_celery.background.store import (
+    AttemptOutcome,
     AttemptRecord,
     JobFilter,
     JobPage,
@@ -240,7 +241,10 @@ class JobStory:
                 "instance": timeout.instance,
                 "timeout": timeout.timeout,
             },
-            "history": [attempt_data(attempt) for attempt in job.history],
+            "history": [
+                attempt_data(attempt, again=again)
+                for attempt, again in zip(job.history, queued_again(job.history), strict=True)
+            ],
         }
 
 
@@ -280,9 +284,26 @@ def job_data(job: StoredJob, state: JobState, origin: JobOrigin) -> dict[str, An
     }
 
 
-def attempt_data(attempt: AttemptRecord) -> dict[str, Any]:
+def queued_again(history: Sequence[AttemptRecord]) -> list[bool]:
+    """For each attempt, whether the job was queued again (``retry_dead``) before it: its
+    number starts over, where a released attempt's successor keeps the same number."""
+    return [
+        index > 0
+        and (
+            attempt.number < history[index - 1].number
+            or (
+                attempt.number == history[index - 1].number
+                and history[index - 1].outcome is not AttemptOutcome.RELEASED
+            )
+        )
+        for index, attempt in enumerate(history)
+    ]
+
+
+def attempt_data(attempt: AttemptRecord, *, again: bool = False) -> dict[str, Any]:
     return {
         "number": attempt.number,
+        "queued_again": again,
         "started_at": iso_ms(attempt.started_at),
         "ended_at": _instant(attempt.ended_at),
         "worker": attempt.worker,

@@ -29,6 +29,7 @@ from ddd_celery.background.operations import (
     payload_shape,
     printable,
     purge,
+    queued_again,
     retry_dead_job,
     retry_selected,
     select_dead,
@@ -212,6 +213,7 @@ def test_the_story_of_a_dead_job_tells_each_attempt_its_worker_outcome_and_error
     data = told.as_data()
     assert data["history"][1] == {
         "number": 2,
+        "queued_again": False,
         "started_at": "2026-10-01T08:00:06.000Z",
         "ended_at": "2026-10-01T08:00:07.000Z",
         "worker": "w2@host-b",
@@ -221,6 +223,30 @@ def test_the_story_of_a_dead_job_tells_each_attempt_its_worker_outcome_and_error
     }
     assert data["payload_shape"] == '{"to": str}'
     assert "ada@x.test" not in json_text(data)
+
+
+def test_the_story_marks_the_attempt_after_a_retry_dead_and_not_the_one_after_a_release(
+    d: Deployment,
+) -> None:
+    """A released attempt is not counted: the next claim makes the same number again."""
+    job_id = d.send()
+    claimed = d.store.claim_job(job_id, now=d.now, lease_ms=60_000, worker="w1")
+    assert claimed is not None
+    d.store.release(claimed.lease, now=d.now)
+    d.attempt(job_id, "w2", then="dead")
+    d.store.retry_dead(job_id, tenant_id=None, now=d.now)
+    d.attempt(job_id, "w1", then="succeed")
+
+    told = story(d.store, job_id, tenant_id=None, now=d.now, origins=ORIGINS)
+
+    assert told is not None
+    assert [(a.number, a.outcome.value) for a in told.history] == [
+        (1, "released"),
+        (1, "failed"),
+        (1, "succeeded"),
+    ]
+    assert queued_again(told.history) == [False, False, True]
+    assert [a["queued_again"] for a in told.as_data()["history"]] == [False, False, True]
 
 
 def test_a_job_enqueued_outside_any_work_tells_the_correlation_id_its_attempts_log(

@@ -39,6 +39,7 @@ from ddd_celery.background.operations import (
     parse_since,
     printable,
     purge,
+    queued_again,
     retry_dead_job,
     retry_selected,
     select_dead,
@@ -267,7 +268,9 @@ def cancel_command(
             if skipped
             else ""
         )
-        if _confirmed(selection, f"{len(selection.job_ids)} job(s) match{note}", "cancel", yes):
+        if _confirmed(
+            selection, f"{len(selection.job_ids)} job(s) match{note}", "cancel them", yes
+        ):
             done = cancel_selected(registry.store, selection, tenant_id=tenant, now=now)
             click.echo(f"cancelled {done} of {len(selection.job_ids)}")
         return
@@ -304,7 +307,7 @@ def retry_dead_command(
     if job_id is None:
         selection = select_dead(registry.store, _filter(ctx, now, where), now=now)
         matched = len(selection.job_ids)
-        if _confirmed(selection, f"{matched} dead job(s) match", "queue again", yes):
+        if _confirmed(selection, f"{matched} dead job(s) match", "queue them again", yes):
             done = retry_selected(registry.store, selection, tenant_id=tenant, now=now)
             click.echo(
                 f"queued {done} of {matched} again; beat's relay publishes them at its next tick"
@@ -383,10 +386,12 @@ def _list(
         document = {"now": iso_ms(now), "jobs": page_data(page, now, origins)}
         click.echo(json_text({**document, "cursor": page.cursor}))
         return
-    if not page.jobs:
-        click.echo(f"no {chosen.state.value} job" if chosen.state is not None else "no job")
-        return
-    _table(LIST_COLUMNS, [_list_row(job, now) for job in page.jobs])
+    if page.jobs:
+        _table(LIST_COLUMNS, [_list_row(job, now) for job in page.jobs])
+    else:
+        # a filtered page may be empty and still have a cursor: its reads are bounded
+        none = f"no {chosen.state.value} job" if chosen.state is not None else "no job"
+        click.echo(none if page.cursor is None else f"{none} on this page")
     if page.cursor is not None:
         click.echo(f"next page: --cursor {printable(page.cursor)}")
 
@@ -427,13 +432,13 @@ def _one_or_all(
         raise click.UsageError(f"give a job id, or --all to reach every job{hint}", ctx=ctx)
 
 
-def _confirmed(selection: Selection, matched: str, verb: str, yes: bool) -> bool:
+def _confirmed(selection: Selection, matched: str, question: str, yes: bool) -> bool:
     """Print what matched; ask before acting (not with ``--yes``, not when nothing matched)."""
     click.echo(matched)
     if not selection.job_ids:
         return False
     if not yes:
-        click.confirm(f"{verb} them?", abort=True)
+        click.confirm(f"{question}?", abort=True)
     return True
 
 
@@ -541,14 +546,14 @@ def _attempts_table(told: JobStory) -> None:
         ATTEMPT_COLUMNS,
         [
             (
-                str(attempt.number),
+                f"{attempt.number} (queued again)" if again else str(attempt.number),
                 _instant(attempt.started_at),
                 _instant(attempt.ended_at),
                 attempt.worker or "-",
                 attempt.outcome.value,
                 _error(attempt.error_code, attempt.error_type),
             )
-            for attempt in history
+            for attempt, again in zip(history, queued_again(history), strict=True)
         ],
     )
 
