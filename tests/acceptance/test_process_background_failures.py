@@ -197,6 +197,10 @@ def test_a_job_exhausting_its_attempts_is_retried_then_one_failure_with_the_job_
     assert len([line for line in lines if " retry: " in line]) == 2, lines
     assert job is not None
     assert (job.status, job.attempts) == (JobStatus.DEAD, MAX_ATTEMPTS)
+    dead = [line for line in log.splitlines() if "Background job dead" in line]
+    assert len(dead) == 1, log[-3000:]
+    assert f"job_id={job_id}" in dead[0]  # the fields, in an app with no scheduled job too
+    assert f"correlation_id={job_id}" in dead[0]
     if failures.messages:
         assert SECRET in failure["traceback"]
         assert SECRET in log  # Celery's traceback of the failure shows the job's error

@@ -61,6 +61,7 @@ from ddd_celery.background.store import CLAIMABLE, ClaimedJob, JobStatus, Stored
 from ddd_celery.celery.background.message import GUARDED_STRATEGY, read_job_id
 from ddd_celery.celery.background.registry import BackgroundJobs, background_jobs_of
 from ddd_celery.celery.config import app_config
+from ddd_celery.celery.logs import render_fields_in_celery_logs
 from ddd_celery.celery.message import UnreadableMessageError
 from ddd_celery.celery.tasks import time_limits
 from ddd_celery.declarations.background import BackgroundJobDeclaration
@@ -111,8 +112,11 @@ def register_background_task(app: Any, declaration: BackgroundJobDeclaration) ->
 
     Acknowledged late and rejected when the worker is lost (at least once), JSON only, no result
     kept: attempts go to the store, the logs, the metrics and ``on_run``. Its ``Strategy``
-    drops a message Celery itself would crash on (``guarded_strategy``).
+    drops a message Celery itself would crash on (``guarded_strategy``). The worker's log lines
+    show the library's fields (``correlation_id=``...) as they do for scheduled jobs, in an app
+    with background jobs only too.
     """
+    render_fields_in_celery_logs()
 
     def run_background_job(task: Any, *args: Any, **kwargs: Any) -> None:
         run_message(task.app, declaration.name, args, kwargs, request=task.request)
