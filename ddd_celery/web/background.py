@@ -10,6 +10,9 @@ made with ``show_payloads``.
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -43,7 +46,11 @@ from ddd_celery.web.access import Viewer
 from ddd_celery.web.charts import NARROW, Bucket, bucketed, name_bars, stacked_bars
 from ddd_celery.web.core import CONFIRMED, PageError, Web, json_response
 
+logger = logging.getLogger("ddd_celery.web")
+
 MAX_LIMIT = 200
+COUNTS_MAX_AGE_S = 5.0
+"""How old the counts a page shows may be (they are read again in the background after)."""
 MAX_SELECTED = 500
 """The most jobs one "retry selected" queues: a page's worth, never the whole store."""
 RECENT = 200
@@ -90,11 +97,58 @@ def throughput_chart(store_page: Any, now: datetime, tenant_id: str | None) -> A
     )
 
 
+class CachedStats:
+    """The store's counts as the pages show them: read again at most every ``max_age_s``, in a
+    thread of their own once they were read, the pages meanwhile showing the last ones read.
+
+    Counting is the one read of a page that grows with the store (``SqlJobStore`` counts on its
+    index: most of a second at a million jobs), and several operators' pages reload every few
+    seconds: they would count it over and over. Only the first page waits for a count.
+    """
+
+    def __init__(self, max_age_s: float) -> None:
+        self._max_age_s = max_age_s
+        self._mutex = threading.Lock()
+        self._kept: tuple[float, datetime, StatsView] | None = None
+        self._counting = False
+
+    def view(self, registry: BackgroundJobs) -> tuple[StatsView, datetime]:
+        """The counts and when they were read."""
+        with self._mutex:
+            kept = self._kept
+            stale = kept is None or time.monotonic() - kept[0] >= self._max_age_s
+            recount = stale and kept is not None and not self._counting
+            if recount:
+                self._counting = True
+        if kept is None:
+            return self._count(registry)
+        if recount:
+            threading.Thread(target=self._recount, args=(registry,), daemon=True).start()
+        return kept[2], kept[1]
+
+    def _count(self, registry: BackgroundJobs) -> tuple[StatsView, datetime]:
+        at = registry.clock.now()
+        view = stats_view(registry.store, registry.origins())
+        with self._mutex:
+            self._kept = (time.monotonic(), at, view)
+        return view, at
+
+    def _recount(self, registry: BackgroundJobs) -> None:
+        try:
+            self._count(registry)
+        except Exception:  # the store is down: the pages' own reads say so; counted again later
+            logger.debug("the counts of the background jobs could not be read", exc_info=True)
+        finally:
+            with self._mutex:
+                self._counting = False
+
+
 class BackgroundPages:
     """The handlers of the background jobs' pages."""
 
     def __init__(self, web: Web) -> None:
         self.web = web
+        self.stats = CachedStats(COUNTS_MAX_AGE_S)
 
     def routes(self) -> list[Route]:
         return [
@@ -118,12 +172,14 @@ class BackgroundPages:
         now = registry.clock.now()
         counts = None
         chart = None
+        counted_at = None
         if viewer.tenant_id is None:
-            view = stats_view(registry.store, registry.origins())
+            view, counted_at = self.stats.view(registry)
             counts = _status_counts(view)
             chart = name_chart(view)
         return {
             "counts": counts,
+            "counted_at": counted_at,
             "names_chart": chart,
             "throughput_chart": throughput_chart(registry.store.list_page, now, viewer.tenant_id),
         }
@@ -185,9 +241,10 @@ class BackgroundPages:
                 page = registry.store.list_page(where, now=now, limit=limit, cursor=cursor)
             except ValueError as error:
                 raise PageError(400, f"this page cannot be read: {error}") from None
-            counts = None
+            counts = counted_at = None
             if viewer.tenant_id is None:
-                counts = _status_counts(stats_view(registry.store, registry.origins()))
+                view, counted_at = self.stats.view(registry)
+                counts = _status_counts(view)
             origins = registry.origins()
             return {
                 "installed": True,
@@ -197,6 +254,7 @@ class BackgroundPages:
                 "given": given,
                 "limit": limit,
                 "counts": counts,
+                "counted_at": counted_at,
                 "states": [state.value for state in JobState],
                 "not_found": searched or None,
             }

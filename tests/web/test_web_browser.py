@@ -304,7 +304,10 @@ def test_the_dashboard_counts_what_the_operator_did(
 ) -> None:
     browser.get(f"{deployed.url}/")
 
+    def counted() -> bool:  # the counts are read again every few seconds
+        return text_of(browser, "count-succeeded").split() == ["succeeded", "1"]
+
     wait_until(lambda: "skipped-paused" in browser.page_source, 20, "the dashboard")
-    assert text_of(browser, "count-succeeded").split() == ["succeeded", "1"]
+    wait_until(counted, 20, "the succeeded job counted")
     assert "browser.charge" in browser.page_source
     shot(browser, "dashboard")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -15,7 +16,8 @@ from sqlalchemy import create_engine
 from web_jobs import CLOSE_DAY, EVERY_MINUTE, SEND_INVOICE
 from web_support import Site
 
-from ddd_celery.background.store import EnqueuedBy, JobStore, NewJob
+from ddd_celery.background.operations import total
+from ddd_celery.background.store import EnqueuedBy, JobStatus, JobStore, NewJob
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.background import install_background_jobs
 from ddd_celery.kernel import InMemoryLock, SystemClock
@@ -25,6 +27,7 @@ from ddd_celery.redis.job_store import RedisJobStore
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 from ddd_celery.sql import SqlJobStore
 from ddd_celery.web import create_app
+from ddd_celery.web.background import CachedStats
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
@@ -80,6 +83,25 @@ async def test_the_dashboard_counts_the_jobs_and_charts_them(site: Site) -> None
     assert '<meta http-equiv="refresh" content="5; url=/">' in page
     assert answer.headers["content-security-policy"].startswith("default-src 'none'")
     assert answer.headers["x-frame-options"] == "DENY"
+
+
+def test_the_counts_are_read_again_in_the_background_once_older_than_their_age(
+    site: Site,
+) -> None:
+    counts = CachedStats(max_age_s=0.0)
+    site.dead("job-1")
+
+    def dead() -> int:
+        view, _ = counts.view(site.background)
+        return total(view.application.values())[JobStatus.DEAD]
+
+    assert dead() == 1
+    site.dead("job-2")
+    assert dead() == 1  # the counts kept, while they are read again
+    deadline = time.monotonic() + 10
+    while dead() != 2:
+        assert time.monotonic() < deadline, "the counts were never read again"
+        time.sleep(0.05)
 
 
 async def test_the_scheduled_jobs_page_shows_schedule_zone_next_run_pause_and_last_outcome(
