@@ -36,8 +36,8 @@ from ddd_celery.background.store import (
     ATTEMPTS_KEPT,
     CLAIMABLE,
     FINISHED_STATUSES,
-    AttemptOutcome,
     AttemptRecord,
+    AttemptState,
     ClaimedJob,
     Dispatch,
     JobFilter,
@@ -386,7 +386,7 @@ class InMemoryJobStore(JobStore):
             ]
             expired.sort(key=lambda e: (e.job.lease_expires_at or now, e.order))
             handed_back = []
-            interrupted: dict[str, Any] = {"outcome": AttemptOutcome.INTERRUPTED, **_INTERRUPTED}
+            interrupted: dict[str, Any] = {"outcome": AttemptState.INTERRUPTED, **_INTERRUPTED}
             for entry in expired[: max(0, limit)]:
                 if entry.job.attempts >= entry.job.max_attempts:
                     self._move(entry, JobEvent.DIE, now, finished_at=now, **interrupted)
@@ -499,7 +499,7 @@ class InMemoryJobStore(JobStore):
         event: JobEvent,
         now: datetime,
         *,
-        outcome: AttemptOutcome | None = None,
+        outcome: AttemptState | None = None,
         **changes: Any,
     ) -> None:
         """Apply ``event`` (the rules' table decides) and ``changes`` to the job in one step.
@@ -616,18 +616,18 @@ class InMemoryJobStore(JobStore):
 
 _INTERRUPTED = {"last_error_code": JOB_INTERRUPTED, "last_error_type": JobInterruptedError.__name__}
 _OUTCOME_OF = {
-    JobEvent.COMPLETE: AttemptOutcome.SUCCEEDED,
-    JobEvent.RETRY: AttemptOutcome.FAILED,
-    JobEvent.DIE: AttemptOutcome.FAILED,
-    JobEvent.RELEASE: AttemptOutcome.RELEASED,
-    JobEvent.CANCEL: AttemptOutcome.CANCELLED,
+    JobEvent.COMPLETE: AttemptState.SUCCEEDED,
+    JobEvent.RETRY: AttemptState.FAILED,
+    JobEvent.DIE: AttemptState.FAILED,
+    JobEvent.RELEASE: AttemptState.RELEASED,
+    JobEvent.CANCEL: AttemptState.CANCELLED,
 }
 """How an attempt ends when its job leaves ``running`` by each event (an expiry says its own)."""
 
 
 def _ended(
     history: tuple[AttemptRecord, ...],
-    outcome: AttemptOutcome,
+    outcome: AttemptState,
     now: datetime,
     error_code: str | None,
     error_type: str | None,

@@ -22,8 +22,8 @@ from enum import StrEnum
 from typing import Any
 
 from ddd_celery.background.store import (
-    AttemptOutcome,
     AttemptRecord,
+    AttemptState,
     JobFilter,
     JobPage,
     JobState,
@@ -293,7 +293,7 @@ def queued_again(history: Sequence[AttemptRecord]) -> list[bool]:
             attempt.number < history[index - 1].number
             or (
                 attempt.number == history[index - 1].number
-                and history[index - 1].outcome is not AttemptOutcome.RELEASED
+                and history[index - 1].outcome is not AttemptState.RELEASED
             )
         )
         for index, attempt in enumerate(history)

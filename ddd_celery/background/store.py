@@ -153,7 +153,7 @@ ATTEMPTS_KEPT = 25
 attempts grow without end, its record must not."""
 
 
-class AttemptOutcome(StrEnum):
+class AttemptState(StrEnum):
     """How an attempt ended, as ``AttemptRecord.outcome`` holds it."""
 
     RUNNING = "running"
@@ -179,7 +179,7 @@ class AttemptRecord:
     started_at: datetime
     worker: str | None
     """What the claim named (``claim_job(worker=...)``: the Celery worker's hostname)."""
-    outcome: AttemptOutcome = AttemptOutcome.RUNNING
+    outcome: AttemptState = AttemptState.RUNNING
     ended_at: datetime | None = None
     error_code: str | None = None
     error_type: str | None = None

@@ -32,8 +32,8 @@ from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
 from ddd_celery.background.rules import scoped_idempotency_key, tenant_filter, tenant_key_of
 from ddd_celery.background.store import (
     FINISHED_STATUSES,
-    AttemptOutcome,
     AttemptRecord,
+    AttemptState,
     Batch,
     ClaimedJob,
     Dispatch,
@@ -590,7 +590,7 @@ def _attempt(kept: Mapping[str, Any]) -> AttemptRecord:
         number=int(kept["number"]),
         started_at=from_epoch_ms(int(kept["started_at"])),
         worker=kept.get("worker"),
-        outcome=AttemptOutcome(kept["outcome"]),
+        outcome=AttemptState(kept["outcome"]),
         ended_at=None if ended_at is None else from_epoch_ms(int(ended_at)),
         error_code=kept.get("error_code"),
         error_type=kept.get("error_type"),

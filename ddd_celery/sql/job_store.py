@@ -87,8 +87,8 @@ from ddd_celery.background.store import (
     ATTEMPTS_KEPT,
     CLAIMABLE,
     FINISHED_STATUSES,
-    AttemptOutcome,
     AttemptRecord,
+    AttemptState,
     ClaimedJob,
     Dispatch,
     EnqueuedBy,
@@ -378,7 +378,7 @@ class SqlJobStore(JobStore):
             return False
         table = self._table
         cancellable = [*_CLAIMABLE, _RUNNING]
-        ended = _ended(self._engine, table, AttemptOutcome.CANCELLED, literal(at, BigInteger))
+        ended = _ended(self._engine, table, AttemptState.CANCELLED, literal(at, BigInteger))
         cancel = (
             update(table)
             .where(table.c.id == job_id, table.c.status.in_(cancellable), reach)
@@ -662,7 +662,7 @@ class SqlJobStore(JobStore):
                 history=_ended(
                     self._engine,
                     table,
-                    AttemptOutcome.INTERRUPTED,
+                    AttemptState.INTERRUPTED,
                     literal(at, BigInteger),
                     error_code=literal(JOB_INTERRUPTED, Text),
                     error_type=literal(JobInterruptedError.__name__, Text),
@@ -862,7 +862,7 @@ def _started(engine: Engine, table: Any, at: Any, worker: Any) -> Any:
         "number": table.c.attempts + 1,
         "started_at": at,
         "worker": worker,
-        "outcome": literal(AttemptOutcome.RUNNING.value, Text),
+        "outcome": literal(AttemptState.RUNNING.value, Text),
     }
     appended = json_append(engine, table.c.history, record, keep=ATTEMPTS_KEPT)
     return case((table.c.status == _RUNNING, table.c.history), else_=appended)
@@ -871,7 +871,7 @@ def _started(engine: Engine, table: Any, at: Any, worker: Any) -> Any:
 def _ended(
     engine: Engine,
     table: Any,
-    outcome: AttemptOutcome,
+    outcome: AttemptState,
     at: Any,
     *,
     error_code: Any = None,
@@ -881,14 +881,14 @@ def _ended(
     fields = {"outcome": literal(outcome.value, Text), "ended_at": at}
     if error_code is not None:
         fields |= {"error_code": error_code, "error_type": error_type}
-    running = ("outcome", AttemptOutcome.RUNNING.value)
+    running = ("outcome", AttemptState.RUNNING.value)
     return json_set_last(engine, table.c.history, fields, where=running)
 
 
 _REPORT_ENDS = {
-    "complete": AttemptOutcome.SUCCEEDED,
-    "fail": AttemptOutcome.FAILED,
-    "release": AttemptOutcome.RELEASED,
+    "complete": AttemptState.SUCCEEDED,
+    "fail": AttemptState.FAILED,
+    "release": AttemptState.RELEASED,
 }
 """How each report that ends a lease ends its attempt."""
 
@@ -900,7 +900,7 @@ def _ended_by(engine: Engine, table: Any, doing: str) -> Any:
     if doing != "fail":
         return _ended(engine, table, _REPORT_ENDS[doing], at)
     code, kind = bindparam("end_code", type_=Text), bindparam("end_type", type_=Text)
-    return _ended(engine, table, AttemptOutcome.FAILED, at, error_code=code, error_type=kind)
+    return _ended(engine, table, AttemptState.FAILED, at, error_code=code, error_type=kind)
 
 
 _STATUS_OF_STATE = {
@@ -1026,7 +1026,7 @@ def _attempt(record: dict[str, Any]) -> AttemptRecord:
         number=record["number"],
         started_at=from_micros(record["started_at"]),
         worker=record.get("worker"),
-        outcome=AttemptOutcome(record["outcome"]),
+        outcome=AttemptState(record["outcome"]),
         ended_at=_instant(record.get("ended_at")),
         error_code=record.get("error_code"),
         error_type=record.get("error_type"),

@@ -60,7 +60,7 @@ local ORIGIN_MS = 62135596800000
 -- ATTEMPTS_KEPT of ddd_celery/background/store.py: how many attempts a job's history keeps.
 local ATTEMPTS_KEPT = 25
 local FINISHED = {succeeded = true, dead = true, cancelled = true}
--- The outcome of an attempt (AttemptOutcome) by how its lease ended (drop_lease).
+-- The outcome of an attempt (AttemptState) by how its lease ended (drop_lease).
 local OUTCOME_OF_END = {complete = 'succeeded', fail = 'failed', release = 'released',
   cancel = 'cancelled', expire = 'interrupted'}
 -- The statuses of the earlier layout's P status:<status>.

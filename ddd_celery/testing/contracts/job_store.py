@@ -25,8 +25,8 @@ from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
 from ddd_celery.background.rules import MOVES, JobEvent, keyed_job_id
 from ddd_celery.background.store import (
     ATTEMPTS_KEPT,
-    AttemptOutcome,
     AttemptRecord,
+    AttemptState,
     ClaimedJob,
     Dispatch,
     EnqueuedBy,
@@ -1177,14 +1177,14 @@ class JobStoreContract:
     @pytest.mark.parametrize(
         ("conclusion", "outcome", "error"),
         [
-            ("complete", AttemptOutcome.SUCCEEDED, (None, None)),
-            ("fail with a retry", AttemptOutcome.FAILED, ("JOB_TIMEOUT", "JobTimeoutError")),
-            ("fail for the last time", AttemptOutcome.FAILED, ("BOOM", "BoomError")),
-            ("release", AttemptOutcome.RELEASED, (None, None)),
-            ("cancel", AttemptOutcome.CANCELLED, (None, None)),
+            ("complete", AttemptState.SUCCEEDED, (None, None)),
+            ("fail with a retry", AttemptState.FAILED, ("JOB_TIMEOUT", "JobTimeoutError")),
+            ("fail for the last time", AttemptState.FAILED, ("BOOM", "BoomError")),
+            ("release", AttemptState.RELEASED, (None, None)),
+            ("cancel", AttemptState.CANCELLED, (None, None)),
             (
                 "expire_leases",
-                AttemptOutcome.INTERRUPTED,
+                AttemptState.INTERRUPTED,
                 (JOB_INTERRUPTED, JobInterruptedError.__name__),
             ),
         ],
@@ -1193,7 +1193,7 @@ class JobStoreContract:
         self,
         job_store_subject: JobStoreSubject,
         conclusion: str,
-        outcome: AttemptOutcome,
+        outcome: AttemptState,
         error: tuple[str | None, str | None],
     ) -> None:
         subject, store = job_store_subject, job_store_subject.store
@@ -1247,12 +1247,12 @@ class JobStoreContract:
 
         at = partial(ms, subject)
         assert history == (
-            AttemptRecord(1, at(1_000), "w-1", AttemptOutcome.RELEASED, at(1_500)),
+            AttemptRecord(1, at(1_000), "w-1", AttemptState.RELEASED, at(1_500)),
             AttemptRecord(
                 1,
                 at(2_000),
                 "w-2",
-                AttemptOutcome.FAILED,
+                AttemptState.FAILED,
                 at(3_000),
                 "JOB_TIMEOUT",
                 "JobTimeoutError",
@@ -1261,12 +1261,12 @@ class JobStoreContract:
                 2,
                 at(4_000),
                 "w-1",
-                AttemptOutcome.INTERRUPTED,
+                AttemptState.INTERRUPTED,
                 at(expired_at),
                 JOB_INTERRUPTED,
                 JobInterruptedError.__name__,
             ),
-            AttemptRecord(3, at(expired_at), "w-3", AttemptOutcome.SUCCEEDED, at(expired_at + 100)),
+            AttemptRecord(3, at(expired_at), "w-3", AttemptState.SUCCEEDED, at(expired_at + 100)),
         )
 
     @pytest.mark.parametrize("call", ["claim_job", "claim_due"])
@@ -1310,7 +1310,7 @@ class JobStoreContract:
         assert len(job.history) == ATTEMPTS_KEPT
         assert [record.number for record in job.history] == list(range(4, total + 1))
         assert [record.worker for record in job.history] == [f"w-{n}" for n in range(4, total + 1)]
-        assert all(record.outcome is AttemptOutcome.FAILED for record in job.history)
+        assert all(record.outcome is AttemptState.FAILED for record in job.history)
         assert job.history[-1].ended_at == ms(subject, total * 10 + 1)
 
     def test_retry_dead_keeps_the_history(self, job_store_subject: JobStoreSubject) -> None:
@@ -1326,7 +1326,7 @@ class JobStoreContract:
         assert retried == dead
         assert self.found(subject, "job-1", peer=True).history == (
             AttemptRecord(
-                1, ms(subject, 10), "w-1", AttemptOutcome.FAILED, ms(subject, 20), "X", "E"
+                1, ms(subject, 10), "w-1", AttemptState.FAILED, ms(subject, 20), "X", "E"
             ),
             AttemptRecord(1, ms(subject, 40), "w-2"),
         )

@@ -15,7 +15,7 @@ from fault_proxy import FaultProxy
 from redis import Redis
 
 from ddd_celery.background.store import (
-    AttemptOutcome,
+    AttemptState,
     EnqueuedBy,
     JobLease,
     JobStatus,
@@ -121,7 +121,7 @@ def test_a_claim_whose_reply_is_late_holds_its_lease_and_counts_one_attempt(
     assert found(stores, "j1") == (JobStatus.SUCCEEDED, 1)
     job = stores.direct.find("j1", tenant_id=None)
     assert job is not None
-    assert [(a.number, a.outcome) for a in job.history] == [(1, AttemptOutcome.SUCCEEDED)]
+    assert [(a.number, a.outcome) for a in job.history] == [(1, AttemptState.SUCCEEDED)]
 
 
 def test_a_poller_claim_whose_reply_is_late_answers_the_jobs_it_claimed_and_no_more(

@@ -25,8 +25,8 @@ from sqlalchemy.orm import sessionmaker
 
 from ddd_celery.background.errors import JOB_INTERRUPTED
 from ddd_celery.background.store import (
-    AttemptOutcome,
     AttemptRecord,
+    AttemptState,
     ClaimedJob,
     Dispatch,
     EnqueuedBy,
@@ -137,7 +137,7 @@ def running(stores: Stores, job_id: str) -> JobLease:
     return claim.lease
 
 
-def ended(outcome: AttemptOutcome, *error: str) -> tuple[AttemptRecord, ...]:
+def ended(outcome: AttemptState, *error: str) -> tuple[AttemptRecord, ...]:
     """The history of a job whose one attempt (``running``) ended at NOW with ``outcome``."""
     return (AttemptRecord(1, NOW, WORKER, outcome, NOW, *error),)
 
@@ -184,7 +184,7 @@ def complete(stores: Stores, job_id: str) -> Faulted:
 
     def check(answer: None, job: StoredJob) -> None:
         assert (job.status, job.attempts) == (JobStatus.SUCCEEDED, 1)
-        assert job.history == ended(AttemptOutcome.SUCCEEDED)
+        assert job.history == ended(AttemptState.SUCCEEDED)
 
     return partial(stores.store.complete, lease, now=NOW), check
 
@@ -195,7 +195,7 @@ def fail(stores: Stores, job_id: str) -> Faulted:
 
     def check(answer: None, job: StoredJob) -> None:
         assert (job.status, job.attempts, job.run_at) == (JobStatus.FAILED, 1, retry_at)
-        assert job.history == ended(AttemptOutcome.FAILED, "E", "Boom")
+        assert job.history == ended(AttemptState.FAILED, "E", "Boom")
 
     call = partial(
         stores.store.fail, lease, now=NOW, error_code="E", error_type="Boom", retry_at=retry_at
@@ -208,7 +208,7 @@ def release(stores: Stores, job_id: str) -> Faulted:
 
     def check(answer: None, job: StoredJob) -> None:
         assert (job.status, job.attempts) == (JobStatus.QUEUED, 0), "the release counted twice"
-        assert job.history == ended(AttemptOutcome.RELEASED)
+        assert job.history == ended(AttemptState.RELEASED)
 
     return partial(stores.store.release, lease, now=NOW), check
 
@@ -219,7 +219,7 @@ def cancel(stores: Stores, job_id: str) -> Faulted:
     def check(answer: bool, job: StoredJob) -> None:
         assert answer is True
         assert job.status is JobStatus.CANCELLED
-        assert job.history == ended(AttemptOutcome.CANCELLED)
+        assert job.history == ended(AttemptState.CANCELLED)
 
     return partial(stores.store.cancel, job_id, tenant_id="acme", now=NOW), check
 
@@ -259,7 +259,7 @@ def retry_dead(stores: Stores, job_id: str) -> Faulted:
     def check(answer: bool, job: StoredJob) -> None:
         assert answer is True, "the retry sent again answered not dead"
         assert (job.status, job.attempts) == (JobStatus.QUEUED, 0)
-        assert job.history == ended(AttemptOutcome.FAILED, "E", "Boom"), "kept as it was"
+        assert job.history == ended(AttemptState.FAILED, "E", "Boom"), "kept as it was"
 
     return partial(stores.store.retry_dead, job_id, tenant_id="acme", now=NOW), check
 
@@ -270,7 +270,7 @@ def expire_leases(stores: Stores, job_id: str) -> Faulted:
     def check(answer: list[StoredJob], job: StoredJob) -> None:
         assert [(handed.id, handed.status) for handed in answer] == [(job_id, JobStatus.FAILED)]
         assert (job.status, job.attempts) == (JobStatus.FAILED, 1)
-        interrupted = AttemptOutcome.INTERRUPTED, expired, JOB_INTERRUPTED, "JobInterruptedError"
+        interrupted = AttemptState.INTERRUPTED, expired, JOB_INTERRUPTED, "JobInterruptedError"
         assert job.history == (AttemptRecord(1, NOW, WORKER, *interrupted),)
 
     expired = NOW + timedelta(milliseconds=LEASE_MS + 1)

@@ -25,8 +25,8 @@ from alembic.operations import Operations
 from sqlalchemy import Connection, Engine, MetaData, create_engine, text
 
 from ddd_celery.background.store import (
-    AttemptOutcome,
     AttemptRecord,
+    AttemptState,
     JobFilter,
     JobLease,
     JobState,
@@ -248,7 +248,7 @@ def test_the_jobs_kept_through_the_upgrade_are_served_by_this_version(
     succeeded = store.find("old-queued", tenant_id=None)
     assert succeeded is not None
     assert succeeded.history == (
-        AttemptRecord(1, NOW, "celery@w-1", AttemptOutcome.SUCCEEDED, later),
+        AttemptRecord(1, NOW, "celery@w-1", AttemptState.SUCCEEDED, later),
     )
 
 
