@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ddd_celery.celery.describe import next_run_at
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.run_now import (
     NotAnOccurrenceError,
@@ -43,12 +44,14 @@ from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.errors import UnknownJobError
 from ddd_celery.scheduling.outcomes import JobRun
 from ddd_celery.scheduling.pauses import Pause
+from ddd_celery.web.access import Viewer
 from ddd_celery.web.charts import outcomes_chart, series_of
 from ddd_celery.web.core import CONFIRMED, PageError, Web, instant, json_response
 
 HISTORY_ON_PAGE = 20
 """Records of each job read for the list's strips and its chart."""
 HISTORY_ON_JOB = 50
+ON_DASHBOARD = 12
 NEXT_ON_JOB = 5
 
 
@@ -110,7 +113,7 @@ def rows(
     found = []
     for job in jobs:
         zone = zone_of(job)
-        next_at = next_instants(job, now, 1)[0] if job.schedule.options.enabled else None
+        next_at = next_run_at(job, now)
         running = known.running(job)
         handled = known.last_handled(job)
         run = known.last_run(job)
@@ -197,7 +200,7 @@ class ScheduledPages:
         except LookupError:
             return None
 
-    def _viewer_registry(self, request: Request) -> tuple[Any, CeleryJobs | None]:
+    def _viewer_registry(self, request: Request) -> tuple[Viewer, CeleryJobs | None]:
         viewer = self.web.viewer(request)
         if viewer.tenant_id is not None:
             raise PageError(
@@ -208,10 +211,8 @@ class ScheduledPages:
         return viewer, self.registry()
 
     def summary(self, registry: CeleryJobs, now: datetime) -> dict[str, Any]:
-        """The first page's jobs, for the dashboard."""
-        names, _ = page_of(
-            self.names.of(registry), after=None, search=None, size=self.web.settings.page_size
-        )
+        """The first jobs in name order, for the dashboard (the list pages through them all)."""
+        names, _ = page_of(self.names.of(registry), after=None, search=None, size=ON_DASHBOARD)
         jobs = [registry.jobs[name] for name in names]
         found, known = rows(registry, jobs, now, HISTORY_ON_PAGE)
         runs = [run for row in found for run in row.recent]
@@ -256,8 +257,7 @@ class ScheduledPages:
         return self.web.render(request, viewer, "scheduled.html", model, refresh=True)
 
     async def list_json(self, request: Request) -> Response:
-        viewer, registry = self._viewer_registry(request)
-        del viewer
+        _, registry = self._viewer_registry(request)
         if registry is None:
             raise PageError(404, "no scheduled job is installed on this app")
         query = request.query_params

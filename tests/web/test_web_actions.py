@@ -339,3 +339,16 @@ async def test_a_page_made_for_one_tenant_limits_every_viewer_to_it(site: Site) 
 
     assert re.findall(r'data-id="([^"]+)"', listed.text) == ["mine"]
     assert [job["id"] for job in api.json()["jobs"]] == ["mine"]
+
+
+async def test_signing_out_ends_the_sign_in(site: Site) -> None:
+    async with site.client(token=TOKEN) as client:
+        csrf = await sign_in(client)
+        refused = await client.post("/signout")
+        out = await client.post("/signout", data={"csrf": csrf})
+        after = await client.get("/background")
+
+    assert refused.status_code == 403
+    assert out.headers["location"] == "/signin"
+    assert 'ddd_celery_session=""' in out.headers["set-cookie"]
+    assert after.status_code == 303
