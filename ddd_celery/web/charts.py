@@ -174,12 +174,12 @@ def name_bars(
             count = counts.get(s, 0)
             if not count:
                 continue
-            width = plot_w * count / highest
+            bar = plot_w * count / highest
             parts.append(
-                f'<rect x="{x:.1f}" y="{y + 2}" width="{max(width, 1.0):.1f}" '
+                f'<rect x="{x:.1f}" y="{y + 2}" width="{max(bar, 1.0):.1f}" '
                 f'height="{row_h - 5}" fill="{SERIES_COLOURS[s]}" class="s-{s}"/>'
             )
-            x += width
+            x += bar
         total = sum(counts.get(s, 0) for s in series)
         parts.append(f'<text x="{x + 4:.1f}" y="{y + 12}" class="tick">{total}</text></g>')
     parts.append(_legend(series, height - 4))
