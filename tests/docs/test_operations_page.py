@@ -276,7 +276,7 @@ class Day:
         if args[:2] == ["jobs", "list"]:
             self.wait(lambda: self.clear_of_ticks(2.0), "a listing away from the job's ticks")
         if args[:2] == ["jobs", "pause"]:
-            self.wait(lambda: self.clear_of_ticks(5.0), "a pause well before the next tick")
+            self.wait(lambda: self.clear_of_ticks(6.0), "a pause well before the next tick")
         if args[:2] == ["jobs", "history"] and self.paused:
             self.wait(self.skipped_paused, "the paused occurrence")
         if "--on-workers" in args and sent:
