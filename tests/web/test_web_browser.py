@@ -250,7 +250,12 @@ def test_a_dead_job_is_found_retried_and_seen_running(
         lambda: deployed.status(job_id) is JobStatus.DEAD, 60, f"the dead job\n{deployed.logs()}"
     )
 
-    browser.get(f"{deployed.url}/background?state=dead")
+    def counted_dead() -> bool:  # the counts are read again every few seconds
+        browser.get(f"{deployed.url}/background?state=dead")
+        return text_of(browser, "state-dead").split() == ["dead", "1"]
+
+    wait_until(counted_dead, 20, "the dead job counted")
+    shot(browser, "background")
     browser.find_element(By.LINK_TEXT, job_id).click()
     wait_until(lambda: "UNEXPECTED_ERROR" in text_of(browser, "job-fields"), 10, "its story")
     assert "4242-SECRET" not in browser.page_source
