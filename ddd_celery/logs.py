@@ -53,8 +53,9 @@ def fields_of(record: logging.LogRecord) -> dict[str, object]:
 def render_fields(fields: Mapping[str, object]) -> str:
     """``fields`` as `` key=value`` pairs, each with a leading space; None values left out.
 
-    A value with a space, a quote, an equals sign or nothing in it is written as a JSON string,
-    so a line can be split back into its pairs.
+    A value with a space, a quote, an equals sign, a character that is not printable or nothing
+    in it is written as a JSON string, so a line can be split back into its pairs and a value
+    cannot forge a line or move a terminal's cursor.
     """
     return "".join(
         f" {name}={_rendered(value)}" for name, value in fields.items() if value is not None
@@ -90,7 +91,15 @@ def _standard_attributes(factory: Callable[..., logging.LogRecord]) -> frozenset
 
 
 def _rendered(value: object) -> str:
+    """Bare when it is printable and cannot split the pair; else a JSON string in which every
+    character that is not printable is escaped: a field holds what a caller sent (a correlation
+    id, a tenant id), and a terminal escape or a line break in it must not reach the log raw."""
     if isinstance(value, float):
         value = round(value, 3)
     text = str(value)
-    return text if _BARE.fullmatch(text) else json.dumps(text, ensure_ascii=False)
+    if text.isprintable() and _BARE.fullmatch(text):
+        return text
+    quoted = json.dumps(text, ensure_ascii=False)  # escapes the C0 controls only
+    if quoted.isprintable():
+        return quoted
+    return "".join(char if char.isprintable() else json.dumps(char)[1:-1] for char in quoted)

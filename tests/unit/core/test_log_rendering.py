@@ -185,3 +185,23 @@ def test_attributes_a_record_factory_adds_to_every_record_are_not_fields() -> No
         assert fields_of(record) == {"job": JOB}
     finally:
         logging.setLogRecordFactory(previous)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("checkout-\x1b[2J7f3a", '"checkout-\\u001b[2J7f3a"'),
+        ("t-\x7fx", '"t-\\u007fx"'),
+        ("t-\x9b31m", '"t-\\u009b31m"'),
+        ("t-\u202eevil", '"t-\\u202eevil"'),
+        ("two\nlines", '"two\\nlines"'),
+    ],
+)
+def test_a_value_with_a_character_that_is_not_printable_is_written_escaped(
+    value: str, shown: str
+) -> None:
+    rendered = render_fields({"correlation_id": value})
+
+    assert rendered == f" correlation_id={shown}"
+    assert rendered.isprintable()
+    assert json.loads(shown) == value
