@@ -286,7 +286,7 @@ def cancel_command(
         )
         click.echo(printable(refused), err=True)
         ctx.exit(1)
-    _answered(ctx, answer, job_id, tenant, done="cancelled", rule=_CANCEL_RULE)
+    _answered(ctx, answer, job_id, tenant, now=now, done="cancelled", rule=_CANCEL_RULE)
 
 
 @background.command(name="retry-dead", cls=JobsCommand)
@@ -319,6 +319,7 @@ def retry_dead_command(
         answer,
         job_id,
         tenant,
+        now=now,
         done="queued again; beat's relay publishes it at its next tick",
         rule="only a dead job is retried",
     )
@@ -448,17 +449,19 @@ def _answered(
     job_id: str,
     tenant: str | None,
     *,
+    now: datetime,
     done: str,
     rule: str,
 ) -> None:
-    """What a command on one job answers: done, not found, or the rule its status breaks."""
+    """What a command on one job answers: done, not found, or the rule its state breaks, in
+    the words of ``list`` and of the rule (``retrying``, not its status ``failed``)."""
     job = answer.job
     if answer.answer is Answer.DONE:
         click.echo(f"{printable(job_id)} {done}")
         return
     if answer.answer is Answer.NOT_FOUND or job is None:
         _not_found(ctx, job_id, tenant)
-    click.echo(f"{printable(job_id)} is {job.status.value}: {rule}", err=True)
+    click.echo(f"{printable(job_id)} is {job.state(now).value}: {rule}", err=True)
     ctx.exit(1)
 
 

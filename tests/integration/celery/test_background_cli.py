@@ -578,7 +578,25 @@ def test_retry_dead_by_filter_counts_and_queues_them_again_and_by_id_still_works
     )
     assert (again.returncode, again.stderr) == (
         1,
-        "j-other is queued: only a dead job is retried\n",
+        "j-other is ready: only a dead job is retried\n",
+    )
+
+
+def test_a_job_refused_by_retry_dead_is_named_in_the_state_list_shows(ops: Ops) -> None:
+    ops.add("j-retrying")
+    ops.attempt("j-retrying", "w1@host", then="fail")
+    ops.add("j-scheduled", delay=timedelta(hours=1))
+
+    retrying = ops.run("retry-dead", "j-retrying")
+    scheduled = ops.run("retry-dead", "j-scheduled")
+
+    assert (retrying.returncode, retrying.stderr) == (
+        1,
+        "j-retrying is retrying: only a dead job is retried\n",
+    )
+    assert (scheduled.returncode, scheduled.stderr) == (
+        1,
+        "j-scheduled is scheduled: only a dead job is retried\n",
     )
 
 
