@@ -23,7 +23,6 @@ from ddd_celery.celery.describe import next_run_at
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.kernel.errors import DddCeleryError
 from ddd_celery.kernel.instants import iso_ms
-from ddd_celery.scheduling.errors import UnknownJobError
 from ddd_celery.scheduling.pauses import InMemoryJobPauses, JobPauses, Pause
 
 
@@ -44,7 +43,8 @@ def pause_command(ctx: click.Context, name: str, reason: str | None, by: str | N
     """Pause the scheduled job NAME: every beat records its next occurrences skipped-paused
     instead of sending them, until `jobs resume NAME`.
 
-    Exits 1 for a name no job has, a system job, or a store that cannot be asked.
+    Exits 2 for a name no job has (as ``next``, ``history`` and ``run-now`` do), 1 for a
+    system job or a store that cannot be asked.
     """
     registry = _registry(ctx)
     job = _pausable(registry, name)
@@ -68,13 +68,13 @@ def pause_command(ctx: click.Context, name: str, reason: str | None, by: str | N
 def resume_command(ctx: click.Context, name: str) -> None:
     """Resume the scheduled job NAME: its next occurrence runs.
 
-    A name no job has now is resumed when a pause of it is kept (a job removed since); else,
-    as for a system job or a store that cannot be asked, exits 1.
+    A name no job has now is resumed when a pause of it is kept (a job removed since); else it
+    exits 2, as ``pause`` does; 1 for a system job or a store that cannot be asked.
     """
     registry = _registry(ctx)
     job = registry.jobs.get(name)
     if job is not None:
-        _pausable(registry, name)
+        _pausable(registry, name, doing="resume")
     removed = _shared(registry).resume(name)
     if removed is None and job is None:
         raise _unknown(registry, name)
@@ -102,15 +102,20 @@ def _registry(ctx: click.Context) -> CeleryJobs:
         refuse_configuration(ctx, refused)
 
 
-def _pausable(registry: CeleryJobs, name: str) -> CeleryJob:
+def _pausable(registry: CeleryJobs, name: str, *, doing: str = "pause") -> CeleryJob:
     """The job ``name``; a name no job has and a system job are refused."""
     job = registry.jobs.get(name)
     if job is None:
         raise _unknown(registry, name)
     if job.inline is not None:
+        why = (
+            "pausing it would leave them unpublished"
+            if doing == "pause"
+            else "it is never paused, so there is nothing to resume"
+        )
         raise NotPausableError(
             f"{name!r} is a system job of ddd_celery (it publishes the background jobs that are "
-            "due): pausing it would leave them unpublished"
+            f"due): {why}"
         )
     return job
 
@@ -126,9 +131,12 @@ def _shared(registry: CeleryJobs) -> JobPauses:
     return registry.pauses
 
 
-def _unknown(registry: CeleryJobs, name: str) -> UnknownJobError:
+def _unknown(registry: CeleryJobs, name: str) -> click.BadParameter:
+    """A usage error (exit 2), worded as the other commands word it."""
     known = ", ".join(printable(job) for job in sorted(registry.jobs)) or "none"
-    return UnknownJobError(f"no job is named {name!r}; the jobs are: {known}", job=name)
+    return click.BadParameter(
+        f"no job is named {printable(repr(name))}; the jobs are: {known}", param_hint="NAME"
+    )
 
 
 def _told(pause: Pause) -> str:

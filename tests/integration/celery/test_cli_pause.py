@@ -158,20 +158,20 @@ def test_pause_keeps_who_when_and_why_where_every_beat_reads_it_and_resume_remov
 
 
 @pytest.mark.processes
-def test_pause_of_a_name_no_job_has_is_one_line_naming_the_jobs_and_exit_1(
+def test_pause_of_a_name_no_job_has_is_a_usage_error_naming_the_jobs_as_next_s_is(
     on_redis: Run, pauses: RedisJobPauses
 ) -> None:
     unknown = on_redis("pause", "ops.renamed")
     not_resumed = on_redis("resume", "ops.renamed")
+    not_next = on_redis("next", "ops.renamed")
 
-    for result in (unknown, not_resumed):
-        assert result.returncode == 1
+    for result in (unknown, not_resumed, not_next):
+        assert result.returncode == 2
         assert result.stdout == ""
-        assert result.stderr.count("\n") == 1, result.stderr
-        assert "no job is named 'ops.renamed'; the jobs are: ops.archive, ops.close-day" in (
-            result.stderr
-        )
-    assert unknown.stderr.startswith("ddd_celery: jobs pause failed: UnknownJobError: ")
+        assert result.stderr.splitlines()[-1] == (
+            "Error: Invalid value for NAME: no job is named 'ops.renamed'; the jobs are: "
+            "ops.archive, ops.close-day"
+        ), result.stderr
     assert dict(pauses.paused()) == {}
 
 
@@ -279,6 +279,7 @@ def test_the_relay_a_system_job_is_refused_in_one_line() -> None:
     context = CLIContext(app=app, no_color=True, workdir=None, quiet=False)
 
     refused = CliRunner().invoke(jobs, ["pause", RELAY_JOB], obj=context)
+    not_resumed = CliRunner().invoke(jobs, ["resume", RELAY_JOB], obj=context)
 
     assert refused.exit_code == 1
     assert refused.stdout == ""
@@ -286,4 +287,10 @@ def test_the_relay_a_system_job_is_refused_in_one_line() -> None:
         f"ddd_celery: jobs pause failed: NotPausableError: {RELAY_JOB!r} is a system job of "
         "ddd_celery (it publishes the background jobs that are due): pausing it would leave "
         "them unpublished\n"
+    )
+    assert not_resumed.exit_code == 1
+    assert not_resumed.stderr == (
+        f"ddd_celery: jobs resume failed: NotPausableError: {RELAY_JOB!r} is a system job of "
+        "ddd_celery (it publishes the background jobs that are due): it is never paused, so "
+        "there is nothing to resume\n"
     )
