@@ -21,6 +21,7 @@ import re
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import redis
 
+from ddd_celery.celery.cli_web import TOKEN_VARIABLE
 from ddd_celery.kernel import SystemClock
 from examples.clinic import demo_statements
 from examples.clinic.notification.domain.reminder import Reminder
@@ -55,6 +57,8 @@ COMMANDS = {
     "beat": ["beat", "--loglevel=INFO"],
 }
 STOP_GRACE_S = 15.0
+WEB_PORT = 8000
+"""Where the operator's page listens, when the port is free (another run may hold it)."""
 
 PATIENTS = {
     "ada@example.test": timedelta(minutes=-10),
@@ -169,11 +173,18 @@ def run(
     print(f"Seeded {len(seeded)} reminders, for {', '.join(seeded.values())}", flush=True)
 
     lines: queue.Queue[Line | None] = queue.Queue()
-    for name in COMMANDS:
-        processes[name] = start(name, backend, lines)
+    port = web_port()
+    commands = {**COMMANDS, "web": ["jobs", "web", "--port", str(port)]}
+    for name, arguments in commands.items():
+        processes[name] = start(name, arguments, backend, lines)
     pids = ", ".join(f"celery {name} (pid {process.pid})" for name, process in processes.items())
     until = f"for {seconds:g} s" if seconds else "until Ctrl-C"
     print(f"Started {pids}; running {until}", flush=True)
+    acting = "signed in with" if os.environ.get(TOKEN_VARIABLE) else "read-only; set"
+    print(
+        f"The operator's page: http://127.0.0.1:{port}/ ({acting} {TOKEN_VARIABLE} to act)",
+        flush=True,
+    )
 
     seen: list[Line] = []
     deadline = None if seconds is None else time.monotonic() + seconds
@@ -208,8 +219,24 @@ def seed(backend: Backend) -> dict[str, str]:
     return seeded
 
 
-def start(name: str, backend: Backend, lines: queue.Queue[Line | None]) -> subprocess.Popen[str]:
-    """Start ``celery -A examples.clinic.app <name>`` in its own session, its lines to ``lines``.
+def web_port() -> int:
+    """``WEB_PORT`` when nothing listens there, else a port the system finds free."""
+    for port in (WEB_PORT, 0):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            found: int = probe.getsockname()[1]
+            return found
+    raise OSError("no free port for the operator's page")
+
+
+def start(
+    name: str, arguments: Sequence[str], backend: Backend, lines: queue.Queue[Line | None]
+) -> subprocess.Popen[str]:
+    """Start ``celery -A examples.clinic.app <arguments>`` in its own session, its lines to
+    ``lines`` under ``name``.
 
     Its own session: Ctrl-C reaches this script only, which then stops each process cleanly.
     """
@@ -224,7 +251,7 @@ def start(name: str, backend: Backend, lines: queue.Queue[Line | None]) -> subpr
     if backend.redis_url is not None:
         environ["REDIS_URL"] = backend.redis_url
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "examples.clinic.app", *COMMANDS[name]],
+        [sys.executable, "-m", "celery", "-A", "examples.clinic.app", *arguments],
         cwd=ROOT,
         env=environ,
         stdout=subprocess.PIPE,
