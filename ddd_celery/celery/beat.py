@@ -338,7 +338,10 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             return
         if plan.missed is not None and plan.dropped_until is not None:
             self._mark_handled(job, plan.dropped_until)
-            jobs.recorder.record(not_run(job.name, plan.missed, Outcome.MISSED))
+            # A system job's gap is only the restart's: its next pass does what the missed
+            # ones would have, so it is not worth a WARNING at each start.
+            quiet = job.inline is not None
+            jobs.recorder.record(not_run(job.name, plan.missed, Outcome.MISSED), quiet=quiet)
         self._push(plan.first_due, _Kind.DUE, job)
 
     def _retry(self, job: CeleryJob, now: datetime) -> None:

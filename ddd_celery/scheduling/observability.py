@@ -86,11 +86,12 @@ class RunRecorder:
         """Log, count, keep and observe ``run``; never raises, so it cannot stop a scheduler.
 
         ``kept``: the caller already wrote ``run`` to the last runs (a worker, with the end of
-        its run in one round trip), so it is not written again. ``quiet``: a success is logged
-        at DEBUG (a system job's tick, which logs what it did itself).
+        its run in one round trip), so it is not written again. ``quiet``: a success or a miss
+        is logged at DEBUG (a system job's tick, which logs what it did itself, and the gap its
+        beat's restart left, which its next tick makes up for).
         """
         message, level = LOG_LINES[run.outcome]
-        if quiet and run.outcome is Outcome.SUCCEEDED:
+        if quiet and run.outcome in (Outcome.SUCCEEDED, Outcome.MISSED):
             level = logging.DEBUG
         if self._logger.isEnabledFor(level):
             self._guarded(run.job, lambda: self._logger.log(level, message, extra=log_fields(run)))

@@ -34,6 +34,7 @@ from ddd_celery.celery.registry import jobs_of
 from ddd_celery.declarations import JobExecution, scheduled
 from ddd_celery.kernel import FixedClock, InMemoryLock, Lease, Lock, iso_ms
 from ddd_celery.redis import RedisJobStore
+from ddd_celery.scheduling.checkpoints import InMemoryJobCheckpoints
 from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
 from ddd_celery.scheduling.outcomes import JobRun
 
@@ -467,3 +468,37 @@ def test_a_job_record_gone_from_redis_is_dropped_and_said_and_the_pass_publishes
     assert found is not None
     assert found.status is JobStatus.QUEUED
     built.app.close()
+
+
+def test_a_beat_restarted_records_the_relay_s_gap_missed_at_debug_and_a_job_s_at_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock, checkpoints = FixedClock(START), InMemoryJobCheckpoints()
+
+    def beat() -> tuple[JobBeatScheduler, list[JobRun]]:
+        app = Celery(f"relay-{uuid.uuid4().hex[:8]}", broker="memory://", set_as_current=False)
+        runs: list[JobRun] = []
+        install_jobs(
+            app, jobs=[EverySecondJob], lock=InMemoryLock(clock), checkpoints=checkpoints,
+            clock=clock, environ={}, on_run=lambda run, error, detail: runs.append(run),
+        )  # fmt: skip
+        install_background_jobs(
+            app, jobs=[EchoJob], store=InMemoryJobStore(), providers={Seen: Seen}
+        )
+        return JobBeatScheduler(app=app), runs
+
+    before, _ = beat()
+    tick(before)
+    clock.advance(1_000)
+    tick(before)
+    clock.advance(5_000)  # beat restarted 5 s later
+    caplog.set_level(logging.DEBUG, logger="ddd_celery.scheduling")
+    after, runs = beat()
+    tick(after)
+
+    missed = {run.job for run in runs if run.outcome.value == "missed"}
+    assert missed == {RELAY_JOB, EVERY_SECOND}
+    lines = {
+        (r.job, r.levelname) for r in caplog.records if r.getMessage() == "Scheduled job missed"
+    }
+    assert lines == {(RELAY_JOB, "DEBUG"), (EVERY_SECOND, "WARNING")}
