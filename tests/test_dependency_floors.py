@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).parents[1]
-USER_EXTRAS = ("celery", "redis", "prometheus", "sql", "otel")
+USER_EXTRAS = ("celery", "redis", "prometheus", "sql", "otel", "web")
 """The extras of the library itself; dev and docs are the tools of this repository."""
 
 
