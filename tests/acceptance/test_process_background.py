@@ -327,7 +327,7 @@ def test_a_failing_job_retries_to_dead_and_retry_dead_from_the_cli_runs_it_again
     assert job_id in dead.stdout, dead.stderr
     assert retried.returncode == 0, retried.stderr
     assert starts() == [1, 2, 1, 2]
-    assert "status          dead" in found.stdout
+    assert "dead (status dead)" in found.stdout
     assert "attempts        2/2" in found.stdout
     assert "last error      UNEXPECTED_ERROR (RuntimeError)" in found.stdout
     # the retries were published by beat's relay, never with an ETA
