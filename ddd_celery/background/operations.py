@@ -98,21 +98,35 @@ _UNITS = {
     "d": timedelta(days=1),
     "w": timedelta(weeks=1),
 }
+LONGEST_AGE = timedelta(days=36_525)
+"""A hundred years: longer than any job is kept, and short enough that ``now`` less the age is
+still a date (``3000000d`` overflowed ``datetime`` into a traceback)."""
 
 
 def parse_age(text: str) -> timedelta:
     """An age as an operator writes it: ``30m``, ``2h``, ``7d``, ``1h30m`` (ms, s, m, h, d, w).
 
     Raises:
-        ValueError: ``text`` is not such an age, or it is zero.
+        ValueError: ``text`` is not such an age, it is zero, or longer than ``LONGEST_AGE``.
     """
-    parts = _AGE_PART.findall(text)
-    if not parts or "".join(number + unit for number, unit in parts) != text:
+    if not _is_age_text(text):
         raise ValueError(f"{text!r} is not an age such as 30m, 2h or 7d")
-    age = sum((int(number) * _UNITS[unit] for number, unit in parts), timedelta())
+    try:
+        age = sum(
+            (int(number) * _UNITS[unit] for number, unit in _AGE_PART.findall(text)), timedelta()
+        )
+    except OverflowError:
+        age = timedelta.max
     if age <= timedelta():
         raise ValueError(f"{text!r} is no age: give one longer than 0")
+    if age > LONGEST_AGE:
+        raise ValueError(f"{text!r} is longer than 100 years: no job is that old")
     return age
+
+
+def _is_age_text(text: str) -> bool:
+    parts = _AGE_PART.findall(text)
+    return bool(parts) and "".join(number + unit for number, unit in parts) == text
 
 
 def parse_since(text: str, now: datetime) -> datetime:
@@ -120,12 +134,11 @@ def parse_since(text: str, now: datetime) -> datetime:
     an age before ``now`` (``2h``): what ``--enqueued-since`` and ``--finished-since`` take.
 
     Raises:
-        ValueError: neither, or an instant without its offset (its meaning is the machine's).
+        ValueError: neither, an age refused by ``parse_age`` (said in its words), or an instant
+            without its offset (its meaning is the machine's).
     """
-    try:
+    if _is_age_text(text):
         return now - parse_age(text)
-    except ValueError:
-        pass
     try:
         instant = datetime.fromisoformat(text)
     except ValueError:

@@ -142,6 +142,18 @@ def test_what_is_no_age_is_refused(text: str) -> None:
         parse_age(text)
 
 
+@pytest.mark.parametrize("text", ["36526d", "3000000d", "99999999999d", "9" * 30 + "s"])
+def test_an_age_longer_than_a_hundred_years_is_refused_rather_than_overflowing(text: str) -> None:
+    with pytest.raises(ValueError, match="longer than 100 years"):
+        parse_age(text)
+    with pytest.raises(ValueError, match="longer than 100 years"):
+        parse_since(text, START)
+
+
+def test_a_hundred_years_is_still_an_age() -> None:
+    assert parse_since("36525d", START) == START - timedelta(days=36_525)
+
+
 def test_since_is_an_age_before_now_or_an_instant_with_its_offset() -> None:
     assert parse_since("2h", START) == START - timedelta(hours=2)
     assert parse_since("2026-09-30T06:00:00Z", START) == datetime(2026, 9, 30, 6, tzinfo=UTC)

@@ -743,6 +743,32 @@ def test_what_a_command_cannot_read_is_refused_before_anything_is_done(
     assert problem in " ".join(result.output.split())
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("purge", "--older-than", "3000000d", "--yes"),
+        ("purge", "--older-than", "99999999999999999999s", "--yes"),
+        ("list", "--enqueued-since", "99999999999d"),
+        ("dead", "--finished-since", "3000000d"),
+    ],
+    ids=" ".join,
+)
+def test_an_age_longer_than_a_date_can_go_back_is_a_usage_error_not_a_traceback(
+    ops: Ops, command: tuple[str, ...]
+) -> None:
+    ops.add("j-1")
+
+    result = ops.run(*command)
+
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    age = command[2]
+    assert result.stderr.splitlines()[-1].endswith(
+        f"{age!r} is longer than 100 years: no job is that old"
+    ), result.stderr
+    assert ops.status("j-1") is JobStatus.QUEUED
+
+
 def test_the_commands_of_an_app_without_background_jobs_say_how_to_install_them() -> None:
     plain = Celery("plain", broker="memory://", set_as_current=False)
     install_jobs(plain, jobs=[], lock=InMemoryLock(FixedClock(NOW)), environ={})
