@@ -4,6 +4,7 @@ its recent records, in ``<prefix>job_run_history``."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from sqlalchemy import (
     BigInteger,
@@ -26,6 +27,7 @@ from ddd_celery.scheduling.last_runs import (
     run_from_dict,
 )
 from ddd_celery.scheduling.outcomes import JobRun
+from ddd_celery.sql.batches import BatchRead
 from ddd_celery.sql.connection import Connector
 from ddd_celery.sql.errors import StoreUnavailableError
 from ddd_celery.sql.rows import LastRunRows
@@ -37,8 +39,9 @@ class SqlJobLastRuns(JobLastRuns):
 
     A write is one upsert that keeps the row unless the new record's occurrence is the same or
     later, so writers racing keep the latest occurrence, and a row of the history, the job's
-    rows past ``history_limit`` deleted, in one transaction. Raises ``StoreUnavailableError``
-    when the database cannot be asked.
+    rows past ``history_limit`` deleted, in one transaction. ``read_many`` is one ``SELECT`` per
+    ``BATCH`` jobs on the primary key, not one per job (``jobs list``). Raises
+    ``StoreUnavailableError`` when the database cannot be asked.
     """
 
     def __init__(
@@ -51,6 +54,7 @@ class SqlJobLastRuns(JobLastRuns):
         self._history = made.run_history
         self.rows = HistoryRows(engine, self._table, made.run_history, limit=history_limit)
         """The write, which ``SqlOccurrenceStore`` runs in its own transactions."""
+        self._read_many = BatchRead(self._table.c.job, self._table.c.run)
         self.engine = engine
 
     def write(self, run: JobRun) -> None:
@@ -64,6 +68,13 @@ class SqlJobLastRuns(JobLastRuns):
         ) as connection:
             record = connection.scalar(select(table.c.run).where(table.c.job == job))
         return None if record is None else run_from_dict(json.loads(record))
+
+    def read_many(self, jobs: Iterable[str]) -> dict[str, JobRun | None]:
+        found = self._read_many(self._connector, "read the last runs", jobs)
+        return {
+            job: None if record is None else run_from_dict(json.loads(record))
+            for job, record in found.items()
+        }
 
     def history(self, job: str, limit: int = HISTORY_LIMIT) -> list[JobRun]:
         check_limits(limit)

@@ -8,9 +8,10 @@ counts as no row, and the next claim replaces it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import Engine, select
+from sqlalchemy import BigInteger, Engine, bindparam, select
 
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.lock import Lock
@@ -18,6 +19,7 @@ from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.occurrence_store import OccurrenceStore
 from ddd_celery.scheduling.run_state import Claim, JobRunState
+from ddd_celery.sql.batches import BatchRead
 from ddd_celery.sql.checkpoints import SqlJobCheckpoints
 from ddd_celery.sql.connection import Connector, from_micros, to_micros
 from ddd_celery.sql.errors import StoreUnavailableError
@@ -33,8 +35,10 @@ class SqlJobRunState(JobRunState):
 
     A claim is an upsert that takes a free or expired row (and locks a live one), then, when
     queueing, an update of the live row in the same transaction; a finish and a drop read the
-    row ``FOR UPDATE`` first. So a claim and a finish on the same job never interleave. Raises
-    ``StoreUnavailableError`` when the database cannot be asked.
+    row ``FOR UPDATE`` first. So a claim and a finish on the same job never interleave.
+    ``running_many`` is one ``SELECT`` per ``BATCH`` jobs on the primary key, every job judged
+    live or expired at one reading of the clock. Raises ``StoreUnavailableError`` when the
+    database cannot be asked.
     """
 
     def __init__(self, engine: Engine, clock: Clock, *, prefix: str = DEFAULT_PREFIX) -> None:
@@ -42,6 +46,10 @@ class SqlJobRunState(JobRunState):
         self._table = tables(prefix).runs
         self.rows = RunRows(engine, self._table)
         """The statements, which ``SqlOccurrenceStore`` runs in its own transactions."""
+        now = bindparam("now", type_=BigInteger)
+        self._running_many = BatchRead(
+            self._table.c.job, self._table.c.running, self._table.c.expires_at > now
+        )
         self.engine = engine
         self.clock = clock
 
@@ -74,6 +82,13 @@ class SqlJobRunState(JobRunState):
                 select(table.c.running).where(table.c.job == job, table.c.expires_at > now)
             )
         return None if micros is None else from_micros(micros)
+
+    def running_many(self, jobs: Iterable[str]) -> dict[str, datetime | None]:
+        now = to_micros(self.clock.now())
+        found = self._running_many(self._connector, "read the runs in progress", jobs, now=now)
+        return {
+            job: None if micros is None else from_micros(micros) for job, micros in found.items()
+        }
 
     def occurrence_store(
         self, lock: Lock, checkpoints: JobCheckpoints | None, last_runs: JobLastRuns | None

@@ -161,3 +161,23 @@ class JobCheckpointsContract:
         assert read[jobs[3]] == T0 + timedelta(minutes=1)
         assert read[jobs[1]] is None
         assert read["billing.never-written"] is None
+
+    def test_read_many_names_each_job_once_whatever_its_name(
+        self, checkpoints_subject: JobCheckpointsSubject
+    ) -> None:
+        names = [
+            'beat.a "quoted" \\ name',
+            "beat.été ⏰ 日本",
+            "beat.50%_off",
+            "beat.",
+            "beat.x\ny",
+        ]
+        for minutes, name in enumerate(names[::2]):
+            checkpoints_subject.peer.write(name, T0 + timedelta(minutes=minutes))
+
+        read = checkpoints_subject.checkpoints.read_many(name for name in [*names, *names])
+
+        assert read == {name: checkpoints_subject.checkpoints.read(name) for name in names}
+        assert read[names[2]] == T0 + timedelta(minutes=1)
+        assert read[names[1]] is None
+        assert checkpoints_subject.checkpoints.read_many([]) == {}

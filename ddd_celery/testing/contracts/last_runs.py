@@ -235,6 +235,26 @@ class JobLastRunsContract:
         assert kept.scheduled_at == T0 + timedelta(minutes=1)
         assert read[jobs[1]] is None
 
+    def test_read_many_names_each_job_once_whatever_its_name(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        names = [
+            'beat.a "quoted" \\ name',
+            "beat.été ⏰ 日本",
+            "beat.50%_off",
+            "beat.",
+            "beat.x\ny",
+        ]
+        for minutes, name in enumerate(names[::2]):
+            last_runs_subject.peer.write(failed(T0 + timedelta(minutes=minutes), job=name))
+
+        read = last_runs_subject.last_runs.read_many(name for name in [*names, *names])
+
+        assert read == {name: last_runs_subject.last_runs.read(name) for name in names}
+        assert read[names[2]] == failed(T0 + timedelta(minutes=1), job=names[2])
+        assert read[names[1]] is None
+        assert last_runs_subject.last_runs.read_many([]) == {}
+
     def test_a_job_never_written_has_an_empty_history(
         self, last_runs_subject: JobLastRunsSubject
     ) -> None:

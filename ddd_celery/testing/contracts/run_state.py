@@ -300,3 +300,43 @@ class JobRunStateContract:
         assert set(read) == {*jobs, "billing.never-claimed"}
         assert read[jobs[3]] == T0 + timedelta(minutes=1)
         assert read[jobs[1]] is None
+
+    def test_running_many_judges_each_run_live_or_expired_as_running_does(
+        self, run_state_subject: JobRunStateSubject
+    ) -> None:
+        state = run_state_subject.state
+        expiring, live, promoted, finished = (f"{JOB}:{name}" for name in "abcd")
+        state.claim(expiring, T0, queue=False, ttl_ms=TTL_MS)
+        state.claim(live, T0, queue=False, ttl_ms=3 * TTL_MS)
+        state.claim(promoted, T0, queue=True, ttl_ms=TTL_MS)
+        state.claim(promoted, T1, queue=True, ttl_ms=TTL_MS)
+        state.finish(promoted, T0, ttl_ms=3 * TTL_MS)
+        state.claim(finished, T0, queue=False, ttl_ms=3 * TTL_MS)
+        state.finish(finished, T0, ttl_ms=TTL_MS)
+        run_state_subject.elapse(TTL_MS)
+
+        read = run_state_subject.peer.running_many([expiring, live, promoted, finished])
+
+        assert read == {expiring: None, live: T0, promoted: T1, finished: None}
+        assert read == {job: state.running(job) for job in read}
+
+    def test_running_many_names_each_job_once_whatever_its_name(
+        self, run_state_subject: JobRunStateSubject
+    ) -> None:
+        names = [
+            'beat.a "quoted" \\ name',
+            "beat.été ⏰ 日本",
+            "beat.50%_off",
+            "beat.",
+            "beat.x\ny",
+        ]
+        for minutes, name in enumerate(names[::2]):
+            at = T0 + timedelta(minutes=minutes)
+            run_state_subject.peer.claim(name, at, queue=False, ttl_ms=TTL_MS)
+
+        read = run_state_subject.state.running_many(name for name in [*names, *names])
+
+        assert read == {name: run_state_subject.state.running(name) for name in names}
+        assert read[names[2]] == T0 + timedelta(minutes=1)
+        assert read[names[1]] is None
+        assert run_state_subject.state.running_many([]) == {}
