@@ -34,7 +34,7 @@ from ddd_celery.background.store import (
     StoredJob,
 )
 from ddd_celery.kernel.actor import system_actor
-from ddd_celery.kernel.instants import iso_ms
+from ddd_celery.kernel.instants import iso_ms, typed_instant
 
 SELECTION_PAGE = 500
 """How many jobs a bulk command reads per page while it selects what it acts on."""
@@ -148,7 +148,7 @@ def parse_since(text: str, now: datetime) -> datetime:
         ) from None
     if instant.utcoffset() is None:
         raise ValueError(f"{text!r} has no offset: add Z for UTC, or +01:00")
-    return instant
+    return typed_instant(instant, text)
 
 
 # --- what a job is made of -------------------------------------------------------------------

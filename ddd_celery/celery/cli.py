@@ -17,11 +17,11 @@ from __future__ import annotations
 import gc
 import json
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any
 
 import click
 
@@ -31,7 +31,6 @@ from ddd_celery.celery.cli_pause import pause_command, resume_command
 from ddd_celery.celery.cli_web import web_command
 from ddd_celery.celery.config import JobsConfigError
 from ddd_celery.celery.describe import next_run_at
-from ddd_celery.celery.pauses import paused_jobs
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.run_now import (
     NotAnOccurrenceError,
@@ -40,19 +39,25 @@ from ddd_celery.celery.run_now import (
     run_here,
     send_to_workers,
 )
-from ddd_celery.declarations.cron_evaluator import next_occurrence
+from ddd_celery.celery.views import (
+    CHECKPOINTS,
+    LAST_RUNS,
+    PAUSES,
+    RUN_STATE,
+    UNKNOWN,
+    JobsKnown,
+    local_time,
+    next_instants,
+    on_schedule,
+    zone_of,
+)
 from ddd_celery.declarations.schedule import CronRule, IntervalRule
-from ddd_celery.kernel.instants import iso_ms
+from ddd_celery.kernel.instants import iso_ms, typed_instant
 from ddd_celery.scheduling.errors import UnknownJobError
 from ddd_celery.scheduling.outcomes import JobRun
-from ddd_celery.scheduling.pauses import InMemoryJobPauses, Pause
+from ddd_celery.scheduling.pauses import Pause
 from ddd_celery.scheduling.run_state import InMemoryJobRunState
 
-UNKNOWN = "unknown"
-UNAVAILABLE = "unavailable"
-UNTRACKED = "untracked"
-"""RUNNING and LAST OUTCOME of a ``beat_schedule`` entry: its task is the app's own, which
-reports neither its end nor its outcome."""
 NEVER_BY_TIME = "never by time"
 COLUMNS = (
     "NAME",
@@ -78,14 +83,10 @@ HISTORY_COLUMNS = (
 OFF_SCHEDULE = "off schedule"
 """NOTE of a record whose instant is not one of the schedule's: a ``run-now`` without ``--at``
 (run at the instant it was asked), or an occurrence of a schedule since changed."""
-RUN_STATE, CHECKPOINTS, LAST_RUNS, PAUSES = "run state", "checkpoints", "last runs", "pauses"
 PAUSED_LISTED = 20
 """How many paused jobs the table's notes name one by one; ``--json`` gives every pause."""
 NEXT_COUNT = 5
 HISTORY_COUNT = 20
-_TICK = timedelta(microseconds=1)
-
-_T = TypeVar("_T")
 
 
 @click.group(name="jobs")
@@ -119,21 +120,21 @@ def list_jobs(ctx: click.Context, as_json: bool) -> None:
     """
     registry = _registry(ctx)
     now = registry.clock.now()
-    stores = _Stores()
     with _cycles_not_collected():
-        lister = _Lister(registry, now, _Known.read(registry, stores))
+        known = JobsKnown.read(registry, list(registry.jobs.values()))
+        lister = _Lister(now, known)
         if as_json:
             listed = [lister.json(job) for job in registry.jobs.values()]
-            click.echo(_as_json(ctx, now, listed, registry, stores))
+            click.echo(_as_json(ctx, now, listed, registry, known))
         elif not registry.jobs:
             click.echo(_no_jobs(ctx))
         else:
             _table([COLUMNS, *(lister.row(job) for job in registry.jobs.values())])
             for note in [*lister.paused_notes(), *_notes(registry)]:
                 click.echo(note)
-    for store, (adapter, error) in stores.unavailable.items():
+    for store, (adapter, error) in known.unavailable.items():
         click.echo(f"The {store} ({adapter}) could not be asked: {why(error)}", err=True)
-    if stores.unavailable:
+    if known.unavailable:
         ctx.exit(1)
 
 
@@ -160,9 +161,7 @@ def next_command(ctx: click.Context, name: str, count: int) -> None:
     if not job.schedule.options.enabled:
         click.echo("disabled: never started by time; these are the instants it would have")
     rows: list[tuple[str, ...]] = [("UTC", f"{zone} (the job's zone)")]
-    at = registry.clock.now()
-    for _ in range(count):
-        at = next_occurrence(job.schedule, at)
+    for at in next_instants(job, registry.clock.now(), count):
         rows.append((iso_ms(at), local_time(at, zone)))
     _table(rows)
 
@@ -181,7 +180,10 @@ class InstantType(click.ParamType):  # type: ignore[type-arg]
             self.fail(f"{value!r} is not an ISO 8601 instant such as 2026-03-02T06:00:00Z")
         if at.tzinfo is None:
             self.fail(f"{value!r} has no UTC offset: write Z for UTC, or +02:00 say")
-        return at
+        try:
+            return typed_instant(at, str(value))
+        except ValueError as refused:
+            self.fail(str(refused))
 
 
 @jobs.command(name="history", cls=JobsCommand)
@@ -311,7 +313,7 @@ def _history_row(job: CeleryJob, run: JobRun) -> tuple[str, ...]:
         "-" if run.duration_ms is None else _duration(run.duration_ms),
         printable(run.correlation_id or "-"),
         printable(run.tenant_id or "-"),
-        "" if _on_schedule(job, run.scheduled_at) else OFF_SCHEDULE,
+        "" if on_schedule(job, run.scheduled_at) else OFF_SCHEDULE,
     )
 
 
@@ -330,15 +332,8 @@ def _history_data(job: CeleryJob, run: JobRun) -> dict[str, Any]:
         "duration_ms": run.duration_ms,
         "correlation_id": run.correlation_id,
         "tenant_id": run.tenant_id,
-        "on_schedule": _on_schedule(job, run.scheduled_at),
+        "on_schedule": on_schedule(job, run.scheduled_at),
     }
-
-
-def _on_schedule(job: CeleryJob, at: datetime) -> bool:
-    try:
-        return next_occurrence(job.schedule, at - _TICK) == at
-    except (ValueError, OverflowError):
-        return False
 
 
 @contextmanager
@@ -356,77 +351,6 @@ def _cycles_not_collected() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def zone_of(job: CeleryJob) -> tzinfo:
-    """The zone a job's schedule is read in: its cron's, or UTC for an interval."""
-    rule = job.schedule.rule
-    return rule.zone if isinstance(rule, CronRule) else UTC
-
-
-def local_time(at: datetime, zone: tzinfo) -> str:
-    """``2026-03-29T03:00:00+02:00 CEST``: the wall clock of ``zone``, its offset and its name."""
-    local = at.astimezone(zone)
-    spec = "milliseconds" if local.microsecond else "seconds"
-    return f"{local.isoformat(timespec=spec)} {local.tzname()}"
-
-
-@dataclass
-class _Stores:
-    """The stores asked while listing, and why each that failed could not be asked."""
-
-    unavailable: dict[str, tuple[str, BaseException]] = field(default_factory=dict)
-    """``{store: (its adapter's class, the first error)}``."""
-
-    def ask(
-        self, store: str, adapter: object, ask: Callable[[], _T | None]
-    ) -> tuple[_T | None, bool]:
-        """What the store answers, and whether it could be asked: listing never stops."""
-        try:
-            return ask(), True
-        except Exception as error:
-            self.unavailable.setdefault(store, (type(adapter).__name__, error))
-            return None, False
-
-
-@dataclass
-class _Known:
-    """What the stores answered for every job, each asked once in batches (``read_many``).
-
-    None for a store that could not be asked: ten thousand jobs cost a few round trips, not
-    three per job.
-    """
-
-    running: dict[str, datetime | None] | None
-    handled: dict[str, datetime | None] | None
-    outcomes: dict[str, JobRun | None] | None
-    paused: Mapping[str, Pause] | None
-    """The jobs an operator paused (``celery jobs pause``), read in one round trip."""
-
-    @classmethod
-    def read(cls, registry: CeleryJobs, stores: _Stores) -> _Known:
-        jobs = registry.jobs.values()
-        run_state, checkpoints, last_runs = (
-            registry.run_state,
-            registry.checkpoints,
-            registry.last_runs,
-        )
-        running: dict[str, datetime | None] | None = {}
-        declared = [job.name for job in jobs if job.declared]
-        if declared and not isinstance(run_state, InMemoryJobRunState):
-            running, _ = stores.ask(RUN_STATE, run_state, lambda: run_state.running_many(declared))
-        handled: dict[str, datetime | None] | None = {}
-        if checkpoints is not None and jobs:
-            names = [job.name for job in jobs]
-            handled, _ = stores.ask(CHECKPOINTS, checkpoints, lambda: checkpoints.read_many(names))
-        outcomes: dict[str, JobRun | None] | None = {}
-        tracked = [job.name for job in jobs if job.declared or job.inline is not None]
-        if last_runs is not None and tracked:
-            outcomes, _ = stores.ask(LAST_RUNS, last_runs, lambda: last_runs.read_many(tracked))
-        paused: Mapping[str, Pause] | None = {}
-        if not isinstance(registry.pauses, InMemoryJobPauses):
-            paused, _ = stores.ask(PAUSES, registry.pauses, lambda: paused_jobs(registry))
-        return cls(running, handled, outcomes, paused)
 
 
 def _registry(ctx: click.Context) -> CeleryJobs:
@@ -481,13 +405,9 @@ class _Lister:
     evaluations and a look-up per cell, not ten thousand of each.
     """
 
-    def __init__(self, registry: CeleryJobs, now: datetime, known: _Known) -> None:
+    def __init__(self, now: datetime, known: JobsKnown) -> None:
         self._now = now
         self._known = known
-        self._run_state_shared = not isinstance(registry.run_state, InMemoryJobRunState)
-        self._has_checkpoints = registry.checkpoints is not None
-        self._has_last_runs = registry.last_runs is not None
-        self._pauses_shared = not isinstance(registry.pauses, InMemoryJobPauses)
         self._schedules: dict[tuple[IntervalRule | CronRule, bool], _Scheduled] = {}
         self._instants: dict[datetime, str] = {}
         self._encoded: dict[object, str] = {}
@@ -527,7 +447,7 @@ class _Lister:
     def paused_notes(self) -> list[str]:
         """A line per paused job, who paused it, since when and why (texts from the store,
         ``printable``); past ``PAUSED_LISTED``, one line says how many more."""
-        paused = sorted((self._known.paused or {}).values(), key=lambda pause: pause.job)
+        paused = sorted((self._known.pauses or {}).values(), key=lambda pause: pause.job)
         notes = [
             f"{pause.job} is paused since {iso_ms(pause.at)} by {printable(pause.by)}"
             + ("" if pause.reason is None else f": {printable(pause.reason)}")
@@ -540,18 +460,14 @@ class _Lister:
 
     def _enabled(self, job: CeleryJob, enabled: bool) -> str:
         """``yes`` or ``no``, as the wiring decides; ``paused`` for a job an operator paused."""
-        if self._known.paused is None or job.name not in self._known.paused:
+        if not isinstance(self._known.pause(job), Pause):
             return "yes" if enabled else "no"
         return "paused" if enabled else "no (paused)"
 
     def _paused_data(self, job: CeleryJob) -> Any:
-        if not self._pauses_shared:
-            return UNKNOWN
-        if self._known.paused is None:
-            return UNAVAILABLE
-        pause = self._known.paused.get(job.name)
-        if pause is None:
-            return None
+        pause = self._known.pause(job)
+        if not isinstance(pause, Pause):
+            return pause
         return {"by": pause.by, "at": self._instant(pause.at), "reason": pause.reason}
 
     def _scheduled(self, job: CeleryJob) -> _Scheduled:
@@ -585,57 +501,27 @@ class _Lister:
         return text
 
     def _running(self, job: CeleryJob) -> tuple[str, Any]:
-        if not job.declared:
-            return UNTRACKED, UNTRACKED
-        if not self._run_state_shared:
-            return UNKNOWN, UNKNOWN
-        if self._known.running is None:
-            return UNAVAILABLE, UNAVAILABLE
-        running = self._known.running.get(job.name)
-        if running is None:
-            return "no", None
-        text = self._instant(running)
-        return text, text
+        return self._cell(self._known.running(job), "no")
 
     def _last_handled(self, job: CeleryJob) -> tuple[str, Any]:
-        """The latest instant handled: the checkpoint beat wrote, or the instant of the last
-        run recorded when later (a ``run-now`` counts, as its outcome does)."""
-        handled: datetime | None = None
-        word: str | None = None
-        if not self._has_checkpoints:
-            word = UNKNOWN
-        elif self._known.handled is None:
-            word = UNAVAILABLE
-        else:
-            handled = self._known.handled.get(job.name)
-        run = self._last_run(job)
-        if isinstance(run, JobRun) and (handled is None or run.scheduled_at > handled):
-            handled = run.scheduled_at
-        if handled is not None:
-            text = self._instant(handled)
-            return text, text
-        if word is not None:
-            return word, word
-        return "never", None
+        return self._cell(self._known.last_handled(job), "never")
 
-    def _last_run(self, job: CeleryJob) -> JobRun | str | None:
-        """The job's last run, None when it has none yet, or the word for why it is unknown."""
-        if not job.declared and job.inline is None:  # a system job's outcome is recorded by beat
-            return UNTRACKED
-        if not self._has_last_runs:
-            return UNKNOWN
-        if self._known.outcomes is None:
-            return UNAVAILABLE
-        return self._known.outcomes.get(job.name)
+    def _cell(self, known: datetime | str | None, none: str) -> tuple[str, Any]:
+        """The table's text and the JSON value of an instant the stores told, a word for why
+        they could not, or None (``none`` in the table)."""
+        if known is None:
+            return none, None
+        text = known if isinstance(known, str) else self._instant(known)
+        return text, text
 
     def _last_outcome_text(self, job: CeleryJob) -> str:
-        run = self._last_run(job)
+        run = self._known.last_run(job)
         if run is None or isinstance(run, str):
             return run or "none yet"
         return _outcome(run, self._instant(run.scheduled_at))
 
     def _last_outcome_data(self, job: CeleryJob) -> Any:
-        run = self._last_run(job)
+        run = self._known.last_run(job)
         if run is None or isinstance(run, str):
             return run
         return {
@@ -674,7 +560,7 @@ def _as_json(
     now: datetime,
     listed: list[str],
     registry: CeleryJobs,
-    stores: _Stores,
+    known: JobsKnown,
 ) -> str:
     """The listing as ``json.dumps(..., indent=2)`` writes it, each job's object given as text."""
     adapters = {
@@ -686,9 +572,7 @@ def _as_json(
     asked = {
         name.replace(" ", "_"): {
             "adapter": None if adapter is None else type(adapter).__name__,
-            "unavailable": (
-                why(stores.unavailable[name][1]) if name in stores.unavailable else None
-            ),
+            "unavailable": (why(known.unavailable[name][1]) if name in known.unavailable else None),
         }
         for name, adapter in adapters.items()
     }

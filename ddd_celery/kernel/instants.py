@@ -19,6 +19,28 @@ def to_utc(value: datetime, name: str = "instant") -> datetime:
     return require_aware(value, name).astimezone(UTC)
 
 
+TYPED_FROM = datetime(1970, 1, 1, tzinfo=UTC)
+TYPED_UNTIL = datetime(9999, 12, 31, tzinfo=UTC)
+"""The instants an operator may type (``run-now --at``, ``--enqueued-since``): from the Unix
+epoch, where schedules start, to a day short of ``datetime``'s end, so that the arithmetic on
+them (a tick before, a page's bound) stays a date."""
+
+
+def typed_instant(at: datetime, text: str) -> datetime:
+    """``at``, an aware instant read from ``text``, in UTC once it falls in the typed range.
+
+    Raises:
+        ValueError: out of the range (``0001-01-01T00:00:00+01:00`` is no UTC instant at all).
+    """
+    try:
+        utc = at.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not TYPED_FROM <= utc < TYPED_UNTIL:
+        raise ValueError(f"{text!r} is not between 1970-01-01 and 9999-12-31 in UTC")
+    return utc
+
+
 def iso_ms(value: datetime) -> str:
     """ISO 8601 in UTC with milliseconds and ``Z``: ``2026-03-02T06:00:00.000Z``.
 

@@ -769,6 +769,19 @@ def test_an_age_longer_than_a_date_can_go_back_is_a_usage_error_not_a_traceback(
     assert ops.status("j-1") is JobStatus.QUEUED
 
 
+@pytest.mark.parametrize(
+    "since", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "1969-12-31T23:00:00Z"]
+)
+def test_a_since_no_date_can_hold_is_a_usage_error_not_a_traceback(ops: Ops, since: str) -> None:
+    result = ops.run("list", "--enqueued-since", since)
+
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].endswith(
+        f"{since!r} is not between 1970-01-01 and 9999-12-31 in UTC"
+    ), result.stderr
+
+
 def test_the_commands_of_an_app_without_background_jobs_say_how_to_install_them() -> None:
     plain = Celery("plain", broker="memory://", set_as_current=False)
     install_jobs(plain, jobs=[], lock=InMemoryLock(FixedClock(NOW)), environ={})

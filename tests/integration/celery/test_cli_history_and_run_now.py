@@ -242,6 +242,22 @@ def test_run_now_at_replays_an_occurrence_and_refuses_an_instant_not_of_the_sche
     assert all(record["on_schedule"] for record in history)
 
 
+@pytest.mark.parametrize(
+    "at", ["0001-01-01T00:00:00+01:00", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59-01:00"]
+)
+def test_run_now_at_an_instant_no_date_can_hold_is_a_usage_error_not_a_traceback(
+    ops: Ops, at: str
+) -> None:
+    refused = ops.jobs("run-now", JOB, "--at", at)
+
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert refused.stderr.splitlines()[-1] == (
+        f"Error: Invalid value for '--at': {at!r} is not between 1970-01-01 and 9999-12-31 in UTC"
+    )
+    assert ops.history() == []
+
+
 def test_the_history_shows_the_newest_records_up_to_its_limit(ops: Ops) -> None:
     instants = occurrences_before(datetime.now(UTC), 3)
     for at in instants:
