@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import TypeVar
 
+from ddd_celery.celery.pauses import paused_jobs
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs
 from ddd_celery.declarations.cron_evaluator import next_occurrence
 from ddd_celery.declarations.schedule import CronRule
@@ -94,7 +95,7 @@ class JobsKnown:
             outcomes = ask(LAST_RUNS, last_runs, lambda: last_runs.read_many(tracked))
         pauses: Mapping[str, Pause] | None = {}
         if jobs and not isinstance(registry.pauses, InMemoryJobPauses):
-            pauses = ask(PAUSES, registry.pauses, registry.pauses.paused)
+            pauses = ask(PAUSES, registry.pauses, lambda: paused_jobs(registry))
         return cls(registry, running, handled, outcomes, pauses, unavailable)
 
     def running(self, job: CeleryJob) -> datetime | str | None:
