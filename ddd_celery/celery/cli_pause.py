@@ -20,15 +20,11 @@ from ddd_celery.celery.background.cli import printable, refuse_configuration
 from ddd_celery.celery.cli_errors import JobsCommand
 from ddd_celery.celery.config import JobsConfigError
 from ddd_celery.celery.describe import next_run_at
-from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
-from ddd_celery.kernel.errors import DddCeleryError
+from ddd_celery.celery.registry import CeleryJobs, jobs_of
+from ddd_celery.celery.views import pausable, shared_pauses
 from ddd_celery.kernel.instants import iso_ms
-from ddd_celery.scheduling.pauses import InMemoryJobPauses, JobPauses, Pause
-
-
-class NotPausableError(DddCeleryError, ValueError):
-    """A job the command will not pause: the library's own system job, or pauses that no beat
-    would read (kept in this process's memory)."""
+from ddd_celery.scheduling.errors import UnknownJobError
+from ddd_celery.scheduling.pauses import Pause
 
 
 @click.command(name="pause", cls=JobsCommand)
@@ -47,9 +43,12 @@ def pause_command(ctx: click.Context, name: str, reason: str | None, by: str | N
     system job or a store that cannot be asked.
     """
     registry = _registry(ctx)
-    job = _pausable(registry, name)
+    try:
+        job = pausable(registry, name)
+    except UnknownJobError:
+        raise _unknown(registry, name) from None
     asked_by, now = by or _operator(), registry.clock.now()
-    kept = _shared(registry).pause(name, by=asked_by, at=now, reason=reason)
+    kept = shared_pauses(registry).pause(name, by=asked_by, at=now, reason=reason)
     if (kept.by, kept.at) == (asked_by, now):
         click.echo(f"paused {printable(name)} {_told(kept)}")
     else:
@@ -74,8 +73,8 @@ def resume_command(ctx: click.Context, name: str) -> None:
     registry = _registry(ctx)
     job = registry.jobs.get(name)
     if job is not None:
-        _pausable(registry, name, doing="resume")
-    removed = _shared(registry).resume(name)
+        pausable(registry, name, doing="resume")
+    removed = shared_pauses(registry).resume(name)
     if removed is None and job is None:
         raise _unknown(registry, name)
     if removed is None:
@@ -102,35 +101,6 @@ def _registry(ctx: click.Context) -> CeleryJobs:
         refuse_configuration(ctx, refused)
 
 
-def _pausable(registry: CeleryJobs, name: str, *, doing: str = "pause") -> CeleryJob:
-    """The job ``name``; a name no job has and a system job are refused."""
-    job = registry.jobs.get(name)
-    if job is None:
-        raise _unknown(registry, name)
-    if job.inline is not None:
-        why = (
-            "pausing it would leave them unpublished"
-            if doing == "pause"
-            else "it is never paused, so there is nothing to resume"
-        )
-        raise NotPausableError(
-            f"{name!r} is a system job of ddd_celery (it publishes the background jobs that are "
-            f"due): {why}"
-        )
-    return job
-
-
-def _shared(registry: CeleryJobs) -> JobPauses:
-    """The pauses every beat reads; refused when they live in this process's memory only."""
-    if isinstance(registry.pauses, InMemoryJobPauses):
-        raise NotPausableError(
-            f"the pauses live in each process's memory (the lock is "
-            f"{type(registry.lock).__name__}), where no beat would read them: share them with a "
-            "RedisLock or SqlLock (they live beside it) or install_jobs(pauses=RedisJobPauses(...))"
-        )
-    return registry.pauses
-
-
 def _unknown(registry: CeleryJobs, name: str) -> click.BadParameter:
     """A usage error (exit 2), worded as the other commands word it."""
     known = ", ".join(printable(job) for job in sorted(registry.jobs)) or "none"
@@ -154,4 +124,4 @@ def _operator() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-__all__ = ["NotPausableError", "pause_command", "resume_command"]
+__all__ = ["pause_command", "resume_command"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from ddd_celery.celery.pauses import paused_jobs
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs
@@ -179,8 +179,11 @@ def on_schedule(job: CeleryJob, at: datetime) -> bool:
         return False
 
 
-def pausable(registry: CeleryJobs, name: str) -> CeleryJob:
-    """The job ``name`` when an operator may pause it.
+def pausable(
+    registry: CeleryJobs, name: str, *, doing: Literal["pause", "resume"] = "pause"
+) -> CeleryJob:
+    """The job ``name`` when an operator may pause it (or resume it: ``doing`` words the
+    refusal).
 
     Raises:
         UnknownJobError: no job has the name.
@@ -190,9 +193,14 @@ def pausable(registry: CeleryJobs, name: str) -> CeleryJob:
     if job is None:
         raise UnknownJobError(f"no job is named {name!r}", job=name)
     if job.inline is not None:
+        why = (
+            "pausing it would leave them unpublished"
+            if doing == "pause"
+            else "it is never paused, so there is nothing to resume"
+        )
         raise NotPausableError(
             f"{name!r} is a system job of ddd_celery (it publishes the background jobs that are "
-            "due): pausing it would leave them unpublished"
+            f"due): {why}"
         )
     return job
 
