@@ -25,13 +25,12 @@ from typing import Any
 
 import click
 
-from ddd_celery.celery.background.cli import background, printable, refuse_configuration
+from ddd_celery.celery.background.cli import background, printable
 from ddd_celery.celery.cli_errors import JobsCommand, why
-from ddd_celery.celery.cli_pause import pause_command, resume_command
+from ddd_celery.celery.cli_pause import pause_command, registry_of, resume_command
 from ddd_celery.celery.cli_web import web_command
-from ddd_celery.celery.config import JobsConfigError
 from ddd_celery.celery.describe import next_run_at
-from ddd_celery.celery.registry import CeleryJob, CeleryJobs, jobs_of
+from ddd_celery.celery.registry import CeleryJob, CeleryJobs
 from ddd_celery.celery.run_now import (
     NotAnOccurrenceError,
     OccurrenceNotSentError,
@@ -118,7 +117,7 @@ def list_jobs(ctx: click.Context, as_json: bool) -> None:
 
     Exits 1 when a store could not be asked (the table still lists what is known).
     """
-    registry = _registry(ctx)
+    registry = registry_of(ctx)
     now = registry.clock.now()
     with _cycles_not_collected():
         known = JobsKnown.read(registry, list(registry.jobs.values()))
@@ -154,7 +153,7 @@ def next_command(ctx: click.Context, name: str, count: int) -> None:
     The way to check a cron across a change of daylight saving time before it bites: a time
     that does not exist that day is skipped, one that occurs twice runs once.
     """
-    registry = _registry(ctx)
+    registry = registry_of(ctx)
     job = _job(registry, name)
     zone = zone_of(job)
     click.echo(f"{job.name}: {job.schedule.description}")
@@ -204,7 +203,7 @@ def history_command(ctx: click.Context, name: str, limit: int, as_json: bool) ->
     real outcome). Exits 1 when the last runs are not kept or cannot be asked, 2 for a name no
     job has.
     """
-    registry = _registry(ctx)
+    registry = registry_of(ctx)
     job = _job(registry, name)
     if registry.last_runs is None:
         click.echo(f"{name}: no history: {_NO_LAST_RUNS}", err=True)
@@ -254,7 +253,7 @@ def run_now_command(
     Exits 0 when it succeeded (or was sent), 1 when it failed, was refused or could not be
     sent, 2 for a name no job has.
     """
-    registry = _registry(ctx)
+    registry = registry_of(ctx)
     _job(registry, name)
     try:
         if on_workers:
@@ -351,16 +350,6 @@ def _cycles_not_collected() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _registry(ctx: click.Context) -> CeleryJobs:
-    """The app's jobs; a configuration that cannot run them is one line and exit 1."""
-    try:
-        return jobs_of(ctx.obj.app)
-    except LookupError as error:
-        raise click.UsageError(str(error)) from None
-    except JobsConfigError as refused:
-        refuse_configuration(ctx, refused)
 
 
 def _job(registry: CeleryJobs, name: str) -> CeleryJob:

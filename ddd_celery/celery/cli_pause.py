@@ -42,7 +42,7 @@ def pause_command(ctx: click.Context, name: str, reason: str | None, by: str | N
     Exits 2 for a name no job has (as ``next``, ``history`` and ``run-now`` do), 1 for a
     system job or a store that cannot be asked.
     """
-    registry = _registry(ctx)
+    registry = registry_of(ctx)
     try:
         job = pausable(registry, name)
     except UnknownJobError:
@@ -70,7 +70,7 @@ def resume_command(ctx: click.Context, name: str) -> None:
     A name no job has now is resumed when a pause of it is kept (a job removed since); else it
     exits 2, as ``pause`` does; 1 for a system job or a store that cannot be asked.
     """
-    registry = _registry(ctx)
+    registry = registry_of(ctx)
     job = registry.jobs.get(name)
     if job is not None:
         pausable(registry, name, doing="resume")
@@ -91,8 +91,12 @@ def resume_command(ctx: click.Context, name: str) -> None:
         click.echo(f"its next occurrence runs: {iso_ms(at)}")
 
 
-def _registry(ctx: click.Context) -> CeleryJobs:
-    """The app's jobs; a configuration that cannot run them is one line and exit 1."""
+def registry_of(ctx: click.Context) -> CeleryJobs:
+    """The app's jobs; a configuration that cannot run them is one line and exit 1.
+
+    Every scheduled-jobs command's (``cli.py`` imports it from here: this module cannot import
+    ``cli.py``, which registers its commands).
+    """
     try:
         return jobs_of(ctx.obj.app)
     except LookupError as error:
@@ -124,4 +128,4 @@ def _operator() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-__all__ = ["pause_command", "resume_command"]
+__all__ = ["pause_command", "registry_of", "resume_command"]
