@@ -51,7 +51,10 @@ def sleep_until_mid_second() -> None:
 
 
 class CeleryProcess:
-    """One ``celery -A process_app <command>`` subprocess and its output file."""
+    """One ``celery -A <app> <command>`` subprocess and its output file: ``process_app``, or the
+    ``app`` of a subclass (``AppProcess`` names it per process)."""
+
+    app = "process_app"
 
     def __init__(self, name: str, args: list[str], env: Mapping[str, str], log: Path) -> None:
         self.name = name
@@ -64,7 +67,7 @@ class CeleryProcess:
     def start(self) -> None:
         with self.log.open("ab") as out:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "process_app", *self._args],
+                [sys.executable, "-m", "celery", "-A", self.app, *self._args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=self._env,
@@ -304,13 +307,3 @@ class AppProcess(CeleryProcess):
     ) -> None:
         self.app = app
         super().__init__(name, args, env, log)
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", self.app, *self._args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self._env,
-                cwd=HERE,
-            )

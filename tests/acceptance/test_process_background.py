@@ -67,15 +67,7 @@ QUEUE = "procbg"
 class BackgroundProcess(CeleryProcess):
     """A ``celery -A background_app <command>`` subprocess, killed with its pool's children."""
 
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "background_app", *self._args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self._env,
-                cwd=HERE,
-            )
+    app = "background_app"
 
     def kill(self) -> None:
         """SIGKILL the worker and its pool's processes at once, as when the machine dies."""

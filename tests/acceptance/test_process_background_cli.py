@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from background_app_jobs import FLAKY, JOBS, FlakyJob, NoopJob
 from celery import Celery
-from process_support import HERE, CeleryProcess, wait_until
+from process_support import HERE, AppProcess, wait_until
 from redis import Redis
 from services import DATABASE_URL, REDIS_URL
 from sqlalchemy import create_engine
@@ -67,24 +67,6 @@ ROOT = HERE.parents[1]
 QUEUE = "procbg"
 TIMEOUT_JOB = "booking.appointment-booking-timeout"
 BOOKING = "booking.appointment-booking"
-
-
-class AppProcess(CeleryProcess):
-    """A ``celery -A <app> <command>`` subprocess of one of the process tests' apps."""
-
-    def __init__(self, app: str, name: str, args: list[str], env: dict[str, str], log: Path):
-        self.app = app
-        super().__init__(name, args, env, log)
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", self.app, *self._args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self._env,
-                cwd=HERE,
-            )
 
 
 @dataclass

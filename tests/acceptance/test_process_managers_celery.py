@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
-from process_support import HERE, CeleryProcess, wait_until
+from process_support import HERE, AppProcess, wait_until
 from redis import Redis
 from services import DATABASE_URL, REDIS_URL
 from sqlalchemy import create_engine
@@ -60,20 +60,7 @@ pytestmark = [pytest.mark.processes, pytest.mark.postgres]
 
 ROOT = HERE.parents[1]
 TIMEOUT_TASK = "booking.appointment-booking-timeout"
-
-
-class ManagersProcess(CeleryProcess):
-    """A ``celery -A process_managers_app <command>`` subprocess."""
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "process_managers_app", *self._args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self._env,
-                cwd=HERE,
-            )
+APP = "process_managers_app"
 
 
 @dataclass
@@ -84,7 +71,7 @@ class Clinic:
     client: Redis
     prefix: str = field(default_factory=lambda: f"test:procpm:{uuid.uuid4().hex}:")
     tables: str = field(default_factory=lambda: f"test_pm_{uuid.uuid4().hex[:10]}_")
-    processes: list[ManagersProcess] = field(default_factory=list)
+    processes: list[AppProcess] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.engine = create_engine(DATABASE_URL, connect_args={"connect_timeout": 2})
@@ -126,7 +113,7 @@ class Clinic:
             "DDD_TEST_TABLES": self.tables,
         }
 
-    def worker(self) -> ManagersProcess:
+    def worker(self) -> AppProcess:
         args = [
             "worker", "-l", "INFO", "-P", "prefork", "-c", "2", "-Q", "booking,ddd_celery",
             "-n", f"pm-{uuid.uuid4().hex[:8]}@%h",
@@ -134,7 +121,7 @@ class Clinic:
         ]  # fmt: skip
         return self._spawn("worker", args)
 
-    def beat(self) -> ManagersProcess:
+    def beat(self) -> AppProcess:
         return self._spawn("beat", ["beat", "-l", "INFO"])
 
     def read(self, name: str) -> list[dict[str, Any]]:
@@ -160,8 +147,8 @@ class Clinic:
         drop_tables(self.engine, self.tables)
         self.engine.dispose()
 
-    def _spawn(self, name: str, args: list[str]) -> ManagersProcess:
-        process = ManagersProcess(name, args, self.env(), self.directory / f"{name}.log")
+    def _spawn(self, name: str, args: list[str]) -> AppProcess:
+        process = AppProcess(APP, name, args, self.env(), self.directory / f"{name}.log")
         self.processes.append(process)
         return process
 

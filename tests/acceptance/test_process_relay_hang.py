@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -46,15 +44,7 @@ HANG_S = 10.0
 class HangProcess(CeleryProcess):
     """A ``celery -A relay_hang_app <command>`` subprocess."""
 
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "relay_hang_app", *self._args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self._env,
-                cwd=HERE,
-            )
+    app = "relay_hang_app"
 
 
 @dataclass

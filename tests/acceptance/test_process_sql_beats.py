@@ -17,7 +17,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -98,15 +97,7 @@ def postgres() -> Iterator[PrivatePostgres]:
 class BeatProcess(CeleryProcess):
     """A ``celery -A sql_beat_app <command>`` subprocess."""
 
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "sql_beat_app", *self._args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self._env,
-                cwd=HERE,
-            )
+    app = "sql_beat_app"
 
 
 @dataclass
