@@ -15,8 +15,6 @@ import json
 import os
 import re
 import subprocess
-import sys
-import textwrap
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,6 +26,7 @@ import pytest
 from background_jobs import EchoJob, Seen
 from celery import Celery
 from celery.bin.base import CLIContext
+from cli_support import app_env, run_jobs, write_app
 from click.testing import CliRunner, Result
 from redis import Redis
 from services import DATABASE_URL, REDIS_URL
@@ -121,16 +120,7 @@ class Ops:
     enqueued: dict[str, datetime] = field(default_factory=dict)
 
     def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "ops_bg_app", "jobs", "background", *args],
-            capture_output=True,
-            text=True,
-            input=stdin,
-            env=self.env,
-            cwd=self.directory,
-            timeout=60,
-            check=False,
-        )
+        return run_jobs("ops_bg_app", self.directory, self.env, "background", *args, stdin=stdin)
 
     def add(
         self,
@@ -202,7 +192,7 @@ def ops(
     redis_client: Redis,
     engine: Engine,
 ) -> Iterator[Ops]:
-    (tmp_path / "ops_bg_app.py").write_text(textwrap.dedent(APP))
+    write_app(tmp_path, "ops_bg_app", APP)
     tables = f"test_opscli_{uuid.uuid4().hex[:10]}_"
     store: JobStore
     if request.param == "postgresql":
@@ -210,16 +200,18 @@ def ops(
         store = SqlJobStore(engine, prefix=tables)
     else:
         store = RedisJobStore(redis_client, prefix=f"{redis_prefix}store:")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
-        "REDIS_FOR_TEST": REDIS_URL,
-        "PREFIX_FOR_TEST": redis_prefix,
-        "STORE_FOR_TEST": request.param,
-        "STORE_PREFIX_FOR_TEST": f"{redis_prefix}store:",
-        "SQL_FOR_TEST": DATABASE_URL,
-        "TABLES_FOR_TEST": tables,
-    }
+    env = app_env(
+        tmp_path,
+        {
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+            "REDIS_FOR_TEST": REDIS_URL,
+            "PREFIX_FOR_TEST": redis_prefix,
+            "STORE_FOR_TEST": request.param,
+            "STORE_PREFIX_FOR_TEST": f"{redis_prefix}store:",
+            "SQL_FOR_TEST": DATABASE_URL,
+            "TABLES_FOR_TEST": tables,
+        },
+    )
     try:
         yield Ops(store, env, tmp_path)
     finally:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_support import app_env, run_jobs, write_app
 from services import REDIS_URL
 
 pytestmark = pytest.mark.processes
@@ -73,25 +72,19 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def celery_jobs(tmp_path: Path, redis_prefix: str) -> Run:
-    (tmp_path / "ops_errors_app.py").write_text(textwrap.dedent(APP))
+    write_app(tmp_path, "ops_errors_app", APP)
 
     def run(*args: str, **environ: str) -> subprocess.CompletedProcess[str]:
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]),
-            "REDIS_FOR_TEST": REDIS_URL,
-            "PREFIX_FOR_TEST": redis_prefix,
-            **environ,
-        }
-        return subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "ops_errors_app", "jobs", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=60,
-            check=False,
+        env = app_env(
+            tmp_path,
+            {
+                "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]),
+                "REDIS_FOR_TEST": REDIS_URL,
+                "PREFIX_FOR_TEST": redis_prefix,
+                **environ,
+            },
         )
+        return run_jobs("ops_errors_app", tmp_path, env, *args)
 
     return run
 

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import app_env, run_jobs, write_app
 from services import DATABASE_URL, REDIS_URL
 from sqlalchemy import create_engine
 
@@ -93,15 +93,7 @@ class Ops:
         self.env = env
 
     def jobs(self, *args: str, **environ: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "ops_history_app", "jobs", *args],
-            capture_output=True,
-            text=True,
-            env={**self.env, **environ},
-            cwd=self.directory,
-            timeout=60,
-            check=False,
-        )
+        return run_jobs("ops_history_app", self.directory, {**self.env, **environ}, *args)
 
     def history(self, *args: str) -> list[dict[str, Any]]:
         shown = self.jobs("history", JOB, "--json", *args)
@@ -143,13 +135,15 @@ class Ops:
 @pytest.fixture(params=["redis", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def ops(request: pytest.FixtureRequest, tmp_path: Path, redis_prefix: str) -> Iterator[Ops]:
     """The app on the stores of the param: Redis (the broker's), or PostgreSQL."""
-    (tmp_path / "ops_history_app.py").write_text(textwrap.dedent(APP))
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]),
-        "BROKER_URL_FOR_TEST": REDIS_URL,
-        "PREFIX_FOR_TEST": redis_prefix,
-    }
+    write_app(tmp_path, "ops_history_app", APP)
+    env = app_env(
+        tmp_path,
+        {
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()]),
+            "BROKER_URL_FOR_TEST": REDIS_URL,
+            "PREFIX_FOR_TEST": redis_prefix,
+        },
+    )
     sql_prefix = f"test_{uuid.uuid4().hex[:12]}_"
     if request.param == "postgresql":
         env.update(SQL_FOR_TEST=DATABASE_URL, SQL_PREFIX_FOR_TEST=sql_prefix)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +10,7 @@ from typing import Any
 import pytest
 from celery.bin.base import CLIContext
 from celery_support import AppFactory, Runs
+from cli_support import app_env, run_jobs, write_app
 from click.testing import CliRunner, Result
 from probe_jobs import ASYNC, SYNC, AsyncProbeJob, Probe, SyncProbeJob
 from redis import Redis
@@ -334,16 +332,9 @@ install_jobs(app, jobs=[SayHelloJob], lock=InMemoryLock(SystemClock()))
 
 
 def celery_command(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "cli_app.py").write_text(textwrap.dedent(CLI_APP))
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "BROKER_URL_FOR_TEST": REDIS_URL}
-    return subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "cli_app", "jobs", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=60,
-        check=False,
+    write_app(tmp_path, "cli_app", CLI_APP)
+    return run_jobs(
+        "cli_app", tmp_path, app_env(tmp_path, {"BROKER_URL_FOR_TEST": REDIS_URL}), *args
     )
 
 

@@ -7,10 +7,7 @@ through click's runner on the same command with the app loaded, as ``celery -A``
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ import pytest
 from celery import Celery
 from celery.bin.base import CLIContext
 from celery_support import AppFactory
+from cli_support import app_env, run_jobs, write_app
 from click.testing import CliRunner, Result
 from probe_jobs import ASYNC, SYNC, AsyncProbeJob, Probe, SyncProbeJob
 from services import REDIS_URL
@@ -232,25 +230,18 @@ install_jobs(app, jobs=[CloseDayJob])
 @pytest.fixture
 def celery_jobs(tmp_path: Path, redis_prefix: str) -> Any:
     """Run ``celery -A ops_app jobs <args>`` in a process of its own, on the real Redis."""
-    (tmp_path / "ops_app.py").write_text(textwrap.dedent(CLI_APP))
+    write_app(tmp_path, "ops_app", CLI_APP)
 
     def run(*args: str, **environ: str) -> subprocess.CompletedProcess[str]:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(tmp_path),
-            "BROKER_URL_FOR_TEST": environ.pop("broker", REDIS_URL),
-            "PREFIX_FOR_TEST": redis_prefix,
-            **environ,
-        }
-        return subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "ops_app", "jobs", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=60,
-            check=False,
+        env = app_env(
+            tmp_path,
+            {
+                "BROKER_URL_FOR_TEST": environ.pop("broker", REDIS_URL),
+                "PREFIX_FOR_TEST": redis_prefix,
+                **environ,
+            },
         )
+        return run_jobs("ops_app", tmp_path, env, *args)
 
     return run
 

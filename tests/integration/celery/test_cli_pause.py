@@ -10,11 +10,8 @@ beat reads it.
 from __future__ import annotations
 
 import getpass
-import os
 import socket
 import subprocess
-import sys
-import textwrap
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -23,6 +20,7 @@ from pathlib import Path
 import pytest
 from celery import Celery
 from celery.bin.base import CLIContext
+from cli_support import app_env, run_jobs, write_app
 from click.testing import CliRunner
 from redis import Redis
 from services import DATABASE_URL, REDIS_URL
@@ -93,25 +91,13 @@ def sql_prefix(engine: Engine) -> Iterator[str]:
 
 
 def runner(tmp_path: Path, redis_prefix: str, **environ: str) -> Run:
-    (tmp_path / "pause_app.py").write_text(textwrap.dedent(APP))
+    write_app(tmp_path, "pause_app", APP)
 
     def run(*args: str, broker: str = REDIS_URL) -> subprocess.CompletedProcess[str]:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(tmp_path),
-            "BROKER_URL_FOR_TEST": broker,
-            "PREFIX_FOR_TEST": redis_prefix,
-            **environ,
-        }
-        return subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "pause_app", "jobs", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=60,
-            check=False,
+        env = app_env(
+            tmp_path, {"BROKER_URL_FOR_TEST": broker, "PREFIX_FOR_TEST": redis_prefix, **environ}
         )
+        return run_jobs("pause_app", tmp_path, env, *args)
 
     return run
 
