@@ -16,11 +16,11 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from redis import Redis
 from services import REDIS_URL
@@ -278,16 +278,29 @@ class Deployment:
         return process
 
 
+class _Closing(Protocol):
+    def close(self) -> None: ...
+
+
+_Deployed = TypeVar("_Deployed", bound=_Closing)
+
+
 @contextmanager
-def deployment(directory: Path) -> Iterator[Deployment]:
-    records = connect(REDIS_URL)
-    records.ping()
-    running = Deployment(directory, records)
+def deployed(make: Callable[[Redis], _Deployed]) -> Iterator[_Deployed]:
+    """What ``make`` deploys on a client of the real Redis (asked first: a Redis down fails the
+    test before any process starts), closed with the client whatever the test did."""
+    client = connect(REDIS_URL)
+    client.ping()
+    running = make(client)
     try:
         yield running
     finally:
         running.close()
-        records.close()
+        client.close()
+
+
+def deployment(directory: Path) -> AbstractContextManager[Deployment]:
+    return deployed(lambda records: Deployment(directory, records))
 
 
 def seconds_between(start: datetime, end: datetime) -> list[datetime]:

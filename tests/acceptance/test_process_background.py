@@ -42,7 +42,7 @@ from background_app_jobs import (
 from celery import Celery
 from fault_proxy import FaultProxy
 from kombu import Connection
-from process_support import HERE, STOP_S, CeleryProcess, wait_until
+from process_support import HERE, STOP_S, CeleryProcess, deployed, wait_until
 from redis import Redis
 from services import REDIS_URL
 
@@ -185,14 +185,8 @@ class Background:
 
 @pytest.fixture
 def bg(tmp_path: Path) -> Iterator[Background]:
-    client = connect(REDIS_URL)
-    client.ping()
-    deployment = Background(tmp_path, client)
-    try:
+    with deployed(lambda client: Background(tmp_path, client)) as deployment:
         yield deployment
-    finally:
-        deployment.close()
-        client.close()
 
 
 def overlapping(runs: list[dict[str, Any]], killed_at: list[float]) -> list[str]:

@@ -28,14 +28,13 @@ from background_failures_jobs import (
     FailsTwiceJob,
 )
 from celery import Celery
-from process_support import HERE, AppProcess, wait_until
+from process_support import HERE, AppProcess, deployed, wait_until
 from redis import Redis
 from services import REDIS_URL
 
 from ddd_celery.background import JobStatus, StoredJobQueue
 from ddd_celery.celery.background import CeleryJobPublisher
 from ddd_celery.kernel import ContextVarExecutionScope, SystemClock, UuidGenerator
-from ddd_celery.redis import connect
 from ddd_celery.redis.job_store import RedisJobStore
 
 pytestmark = pytest.mark.processes
@@ -117,14 +116,8 @@ class Failures:
 
 @pytest.fixture
 def failures(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Failures]:
-    client = connect(REDIS_URL)
-    client.ping()
-    deployment = Failures(tmp_path, client, messages=request.param)
-    try:
+    with deployed(lambda client: Failures(tmp_path, client, messages=request.param)) as deployment:
         yield deployment
-    finally:
-        deployment.close()
-        client.close()
 
 
 def task_lines(log: str, job_id: str, ends: list[dict[str, Any]]) -> list[str]:

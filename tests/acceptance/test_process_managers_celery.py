@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
-from process_support import HERE, AppProcess, wait_until
+from process_support import HERE, AppProcess, deployed, wait_until
 from redis import Redis
 from services import DATABASE_URL, REDIS_URL
 from sqlalchemy import create_engine
@@ -39,7 +39,6 @@ from ddd_celery.kernel import (
     UuidGenerator,
 )
 from ddd_celery.processes import PROCESS_COMMANDS_JOB, StoredProcessRunner
-from ddd_celery.redis import connect
 from ddd_celery.sql import SqlAlchemyUnitOfWork, SqlJobStore, create_tables, drop_tables
 from ddd_celery.sql.process_store import (
     SqlProcessStore,
@@ -155,14 +154,8 @@ class Clinic:
 
 @pytest.fixture
 def clinic(tmp_path: Path) -> Iterator[Clinic]:
-    client = connect(REDIS_URL)
-    client.ping()
-    deployment = Clinic(tmp_path, client)
-    try:
+    with deployed(lambda client: Clinic(tmp_path, client)) as deployment:
         yield deployment
-    finally:
-        deployment.close()
-        client.close()
 
 
 def held(appointment: str, pay_within_ms: int) -> SlotHeld:

@@ -20,14 +20,13 @@ from typing import Any
 import pytest
 import test_process_background as on_redis
 from background_app_jobs import JOBS, RecordJob
-from process_support import HERE, wait_until
-from services import DATABASE_URL, REDIS_URL
+from process_support import HERE, deployed, wait_until
+from services import DATABASE_URL
 from sqlalchemy import create_engine
 
 from ddd_celery.background import StoredJobQueue
 from ddd_celery.celery.background import CeleryJobPublisher
 from ddd_celery.kernel import SystemClock, UuidGenerator
-from ddd_celery.redis import connect
 from ddd_celery.sql import SqlJobStore, create_tables, drop_tables
 
 pytestmark = [pytest.mark.processes, pytest.mark.postgres]
@@ -103,14 +102,8 @@ class SqlBackground(on_redis.Background):
 
 @pytest.fixture
 def sqlbg(tmp_path: Path) -> Iterator[SqlBackground]:
-    client = connect(REDIS_URL)
-    client.ping()
-    deployment = SqlBackground(tmp_path, client)
-    try:
+    with deployed(lambda client: SqlBackground(tmp_path, client)) as deployment:
         yield deployment
-    finally:
-        deployment.close()
-        client.close()
 
 
 def test_a_thousand_jobs_on_sql_all_succeed_once_at_a_time_while_the_worker_is_killed_twice(
