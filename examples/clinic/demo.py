@@ -57,8 +57,9 @@ COMMANDS = {
     "beat": ["beat", "--loglevel=INFO"],
 }
 STOP_GRACE_S = 15.0
-WEB_PORT = 8000
-"""Where the operator's page listens, when the port is free (another run may hold it)."""
+WEB_PORT = "DDD_CELERY_EXAMPLE_WEB_PORT"
+"""Where the operator's page listens: 8000 by default when it is free, else a free port; 0
+asks for a free port at once (runs started together, which would both find 8000 free)."""
 
 PATIENTS = {
     "ada@example.test": timedelta(minutes=-10),
@@ -220,8 +221,9 @@ def seed(backend: Backend) -> dict[str, str]:
 
 
 def web_port() -> int:
-    """``WEB_PORT`` when nothing listens there, else a port the system finds free."""
-    for port in (WEB_PORT, 0):
+    """The port ``DDD_CELERY_EXAMPLE_WEB_PORT`` names (8000) when it is free, else a free one."""
+    wanted = int(os.environ.get(WEB_PORT, "8000"))
+    for port in (wanted, 0) if wanted else (0,):
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))

@@ -14,7 +14,7 @@ import pytest
 from redis import Redis
 from services import REDIS_URL
 
-from examples.clinic.demo import PATIENTS
+from examples.clinic.demo import PATIENTS, WEB_PORT
 from examples.clinic.platform.backend import BACKEND, DATA, DEFAULT_PREFIX, PREFIX, Backend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +87,8 @@ def test_a_run_after_another_starts_clean_with_no_burst_and_no_stale_skip(
 @pytest.mark.processes
 def test_two_runs_at_once_on_one_redis_keep_to_their_own_keys_and_folders() -> None:
     # each run picks its own prefix and data folder: none is given
-    environ = {"PATH": "/usr/bin:/bin", BACKEND: "redis", "REDIS_URL": REDIS_URL}
+    # started together, both would find 8000 free: each page on a port of its own
+    environ = {"PATH": "/usr/bin:/bin", BACKEND: "redis", "REDIS_URL": REDIS_URL, WEB_PORT: "0"}
     client = Redis.from_url(REDIS_URL)
     neighbour = f"{DEFAULT_PREFIX}neighbour-{uuid.uuid4().hex}"
     client.set(neighbour, "kept", ex=600)  # under the default prefix, another run's key
