@@ -27,7 +27,9 @@ from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
 from ddd_celery.background.rules import (
     JobEvent,
     can_move,
+    check_listing,
     move,
+    purged_statuses,
     redispatch_wait_ms,
     scoped_idempotency_key,
     tenant_filter,
@@ -290,14 +292,7 @@ class InMemoryJobStore(JobStore):
     def list_page(
         self, where: JobFilter, *, now: datetime, limit: int = 50, cursor: str | None = None
     ) -> JobPage:
-        require_aware(now, "now")
-        tenant_filter(where.tenant_id)
-        for name in ("enqueued_since", "finished_since"):
-            instant = getattr(where, name)
-            if instant is not None:
-                require_aware(instant, name)
-        if limit <= 0:
-            raise ValueError(f"a page holds a positive number of jobs, not a limit of {limit}")
+        check_listing(where, now, limit)
         after = None if cursor is None else _key_of_cursor(cursor)
         with self._mutex:
             index = self._listed.get(None if where.state is None else where.state.status, [])
@@ -320,12 +315,7 @@ class InMemoryJobStore(JobStore):
         limit: int | None = None,
     ) -> int:
         require_aware(before, "before")
-        chosen = frozenset(statuses)
-        if not chosen <= FINISHED_STATUSES:
-            unfinished = ", ".join(sorted(chosen - FINISHED_STATUSES))
-            raise ValueError(f"purge_finished deletes finished jobs only, not {unfinished} ones")
-        if limit is not None and limit <= 0:
-            raise ValueError(f"a purge deletes a positive number of jobs, not a limit of {limit}")
+        chosen = purged_statuses(statuses, limit)
         with self._mutex:
             oldest_first = heapq.merge(*(self._finished.get(status, []) for status in chosen))
             gone: builtins.list[str] = []

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 from enum import StrEnum
 
 from ddd_celery.background.errors import JobInterruptedError
-from ddd_celery.background.store import EnqueuedBy, JobStatus
+from ddd_celery.background.store import FINISHED_STATUSES, EnqueuedBy, JobFilter, JobStatus
 from ddd_celery.declarations.background import BackgroundOptions
 from ddd_celery.kernel.errors import DddCeleryError, JobAbortedError
 from ddd_celery.kernel.instants import require_aware
@@ -193,6 +193,39 @@ def tenant_filter(tenant_id: str | None) -> str | None:
     if tenant_id == "":
         raise ValueError("a tenant id is never empty: pass None to reach every job (an operator)")
     return tenant_id
+
+
+def check_listing(where: JobFilter, now: datetime, limit: int) -> None:
+    """What every store's ``list_page`` refuses, before it reads anything (``ValueError``).
+
+    A naive ``now`` or filter instant, the empty tenant id, a ``limit`` that is not a positive
+    number of jobs; a cursor is each store's own and each checks its own.
+    """
+    require_aware(now, "now")
+    tenant_filter(where.tenant_id)
+    for name, instant in (
+        ("enqueued_since", where.enqueued_since),
+        ("finished_since", where.finished_since),
+    ):
+        if instant is not None:
+            require_aware(instant, name)
+    if isinstance(limit, bool) or limit <= 0:
+        raise ValueError(f"a page's limit is a positive number of jobs, not {limit}")
+
+
+def purged_statuses(statuses: Collection[JobStatus], limit: int | None) -> list[JobStatus]:
+    """The statuses a ``purge_finished`` deletes, in one order for every store.
+
+    Refuses (``ValueError``) a status that is not finished and a ``limit`` that is not a
+    positive number of jobs (None: no limit).
+    """
+    chosen = sorted({JobStatus(status) for status in statuses})
+    unfinished = [status.value for status in chosen if status not in FINISHED_STATUSES]
+    if unfinished:
+        raise ValueError(f"only finished jobs are purged, not {', '.join(unfinished)} ones")
+    if limit is not None and (isinstance(limit, bool) or limit <= 0):
+        raise ValueError(f"a purge's limit is a positive number of jobs, not {limit}")
+    return chosen
 
 
 REDISPATCH_BACKOFF_CAP = 8

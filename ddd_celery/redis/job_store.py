@@ -29,7 +29,13 @@ from typing import Any
 from redis import Redis
 
 from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
-from ddd_celery.background.rules import scoped_idempotency_key, tenant_filter, tenant_key_of
+from ddd_celery.background.rules import (
+    check_listing,
+    purged_statuses,
+    scoped_idempotency_key,
+    tenant_filter,
+    tenant_key_of,
+)
 from ddd_celery.background.store import (
     FINISHED_STATUSES,
     AttemptRecord,
@@ -298,9 +304,7 @@ class RedisJobStore(JobStore):
     def list_page(
         self, where: JobFilter, *, now: datetime, limit: int = 50, cursor: str | None = None
     ) -> JobPage:
-        tenant_filter(where.tenant_id)
-        if limit <= 0:
-            raise ValueError(f"a page's limit is a positive number of jobs, not {limit}")
+        check_listing(where, now, limit)
         start = "+" if cursor is None else "(" + _member_of(cursor)
         status = None if where.state is None else _STATUS_OF_STATE[where.state]
         keys = [self._prefix + "list:all"]
@@ -348,12 +352,7 @@ class RedisJobStore(JobStore):
         limit: int | None = None,
     ) -> int:
         at = _ms(before, "before")
-        chosen = sorted({JobStatus(status) for status in statuses})
-        unfinished = [status.value for status in chosen if not status.finished]
-        if unfinished:
-            raise ValueError(f"only finished jobs are purged, not {unfinished}")
-        if limit is not None and limit <= 0:
-            raise ValueError(f"a purge's limit is a positive number of jobs, not {limit}")
+        chosen = purged_statuses(statuses, limit)
         indexes = [f"{self._prefix}finished:{status.value}" for status in chosen]
         if not indexes:
             return 0

@@ -82,7 +82,13 @@ from sqlalchemy import (
 )
 
 from ddd_celery.background.errors import JOB_INTERRUPTED, InvalidEnqueueError, JobInterruptedError
-from ddd_celery.background.rules import redispatch_wait_ms, tenant_filter, tenant_key_of
+from ddd_celery.background.rules import (
+    check_listing,
+    purged_statuses,
+    redispatch_wait_ms,
+    tenant_filter,
+    tenant_key_of,
+)
 from ddd_celery.background.store import (
     ATTEMPTS_KEPT,
     CLAIMABLE,
@@ -441,10 +447,9 @@ class SqlJobStore(JobStore):
     def list_page(
         self, where: JobFilter, *, now: datetime, limit: int = 50, cursor: str | None = None
     ) -> JobPage:
+        check_listing(where, now, limit)
         at = to_micros(now, "now")
         reach = self._reach(where.tenant_id)
-        if isinstance(limit, bool) or limit <= 0:
-            raise ValueError(f"limit is a positive number of jobs a page holds, not {limit}")
         after = self._position(cursor)
         table = self._table
         narrowed = [reach]
@@ -507,12 +512,7 @@ class SqlJobStore(JobStore):
         limit: int | None = None,
     ) -> int:
         at = to_micros(before, "before")
-        chosen = sorted({JobStatus(status) for status in statuses})
-        unfinished = [status.value for status in chosen if not status.finished]
-        if unfinished:
-            raise ValueError(f"only finished jobs are purged, not {', '.join(unfinished)} ones")
-        if limit is not None and (isinstance(limit, bool) or limit <= 0):
-            raise ValueError(f"limit is a positive number of jobs to purge, not {limit}")
+        chosen = purged_statuses(statuses, limit)
         if not chosen:
             return 0
         table = self._table
