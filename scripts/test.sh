@@ -33,11 +33,9 @@ run_pytest() {  # pytest "$@"; exit code 5 (no test collected) is a failure, not
   set -e
   if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure, not a pass" >&2
-    exit 1
+    return 1
   fi
-  if [ "$status" -ne 0 ]; then
-    exit "$status"
-  fi
+  return "$status"
 }
 
 if [ "$#" -gt 0 ]; then  # a selection given to ./dev test runs as given, in one pytest
@@ -45,12 +43,48 @@ if [ "$#" -gt 0 ]; then  # a selection given to ./dev test runs as given, in one
   run_pytest --durations=15 "$@"
   exit 0
 fi
-# The tests that start no process are spread over two pytest workers (each test keeps its data
-# under prefixes of its own); the real celery processes then run alone, since they are timed
-# against real clocks and an extra load on this 2-core machine makes a message late.
-echo "==> pytest, without real processes, on two workers"
-run_pytest -m "not processes" -n 2 --durations=15
-echo "==> pytest, the real celery processes"
-run_pytest -m processes --durations=15
-echo "==> pytest on the dependency floors (scripts/floors.txt), without real processes"
-bash scripts/test-floors.sh
+
+# Two lanes at once, so the run takes the time of the longer one, not of both:
+# - the real celery processes, on two pytest workers, each test module on one worker (a module's
+#   processes are shared by its tests); they mostly wait on beat's and the workers' clocks;
+# - the tests that start no process, then the same on the dependency floors: CPU-bound, so under
+#   nice, and the beats and workers the first lane times get the CPU when they need it.
+# Each lane writes to a log of its own, printed whole when both have ended.
+logs="$(mktemp -d)"
+processes_lane() {
+  run_pytest -m processes -n 2 --dist loadscope --durations=15
+}
+cpu_lane() {
+  run_pytest -m "not processes" -n 2 --durations=15 && bash scripts/test-floors.sh
+}
+started=$SECONDS
+echo "==> pytest in two lanes: the real celery processes | the rest, then the rest on the floors"
+lane() {  # lane NAME: run NAME_lane in the background; its exit code goes to $logs/NAME.status
+  local status=0
+  "$1_lane" >"$logs/$1.log" 2>&1 || status=$?
+  echo "$status" >"$logs/$1.status"
+}
+lane processes &
+(renice -n 10 -p "$BASHPID" >/dev/null && lane cpu) &
+while [ ! -e "$logs/processes.status" ] || [ ! -e "$logs/cpu.status" ]; do
+  sleep 5
+  if [ $(((SECONDS - started) % 60)) -lt 5 ]; then
+    echo "    $((SECONDS - started)) s: $(
+      for name in processes cpu; do
+        if [ -e "$logs/$name.status" ]; then echo -n "$name done; "
+        else echo -n "$name $(grep -o '\[ *[0-9]*%\]' "$logs/$name.log" | tail -1); "
+        fi
+      done)"
+  fi
+done
+wait
+failed=0
+for name in cpu processes; do
+  status="$(cat "$logs/$name.status")"
+  echo "==> lane $name: exit $status"
+  cat "$logs/$name.log"
+  [ "$status" -eq 0 ] || failed=1
+done
+echo "==> both lanes ended in $((SECONDS - started)) s"
+rm -rf "$logs"
+exit "$failed"

@@ -309,7 +309,9 @@ class ScheduledPages:
             }
 
         model = await run_in_threadpool(read)
-        return self.web.render(request, viewer, "scheduled_job.html", model, refresh=True)
+        # A page that reloads itself would wipe the pause form's reason as the operator types it.
+        typing = viewer.may_act and model["pausable"] is None and model["row"].pause is None
+        return self.web.render(request, viewer, "scheduled_job.html", model, refresh=not typing)
 
     # --- actions ------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from ddd_celery.redis import connect
 from ddd_celery.redis.job_store import RedisJobStore
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 from ddd_celery.sql import SqlJobStore
-from ddd_celery.web import create_app
+from ddd_celery.web import Viewer, create_app
 from ddd_celery.web.background import CachedStats
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -146,6 +146,24 @@ async def test_a_scheduled_job_page_shows_its_next_runs_and_its_history_newest_f
     assert len(rows_of(answer.text, "next-runs")) == 5
     assert 'aria-label="Outcomes of webpage.close-day, over time"' in answer.text
     assert answer.text.count('class="s-') >= 3
+
+
+async def test_a_job_page_with_the_pause_form_never_reloads_itself_under_the_operator(
+    site: Site,
+) -> None:
+    ops = Viewer("ops", may_act=True)
+    async with site.client(authorize=lambda request: ops) as client:
+        form = await client.get("/scheduled/job", params={"name": CLOSE_DAY})
+        site.registry.pauses.pause(CLOSE_DAY, by="ops", at=datetime.now(UTC), reason=None)
+        paused = await client.get("/scheduled/job", params={"name": CLOSE_DAY})
+    async with site.client() as client:
+        read_only = await client.get("/scheduled/job", params={"name": CLOSE_DAY})
+
+    assert 'id="reason"' in form.text
+    assert 'http-equiv="refresh"' not in form.text  # the reason typed would be wiped
+    assert 'id="resume"' in paused.text
+    assert 'http-equiv="refresh"' in paused.text
+    assert 'http-equiv="refresh"' in read_only.text
 
 
 async def test_the_background_page_lists_a_state_a_page_at_a_time_by_its_cursor(
