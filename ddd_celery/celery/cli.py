@@ -26,7 +26,7 @@ from typing import Any
 import click
 
 from ddd_celery.celery.background.cli import background, printable
-from ddd_celery.celery.cli_errors import JobsCommand, why
+from ddd_celery.celery.cli_errors import JOBS_GROUP, JobsCommand, why
 from ddd_celery.celery.cli_pause import pause_command, registry_of, resume_command
 from ddd_celery.celery.cli_web import web_command
 from ddd_celery.celery.describe import next_run_at
@@ -88,7 +88,7 @@ NEXT_COUNT = 5
 HISTORY_COUNT = 20
 
 
-@click.group(name="jobs")
+@click.group(name=JOBS_GROUP)
 @click.option(
     "--traceback",
     "show_traceback",

@@ -123,6 +123,8 @@ def test_a_command_whose_redis_is_down_says_so_in_one_line(
 ) -> None:
     line = _one_line(celery_jobs(*command, REDIS_FOR_TEST=closed_port_url))
 
+    path = " ".join(command[:2] if command[0] == "background" else command[:1])
+    assert line.startswith(f"ddd_celery: jobs {path} failed: "), line
     assert "ConnectionError" in line or "could not be asked" in line, line
     address = closed_port_url.removeprefix("redis://").removesuffix("/0")
     assert address in line or "RedisJob" in line, line
@@ -138,7 +140,7 @@ def test_a_background_command_whose_postgresql_is_down_says_so_in_one_line(
 
     line = _one_line(celery_jobs(*command, SQL_FOR_TEST=down))
 
-    assert line.startswith("ddd_celery: jobs "), line
+    assert line.startswith(f"ddd_celery: jobs {' '.join(command[:2])} failed: "), line
     assert port in line, line
 
 
@@ -166,4 +168,8 @@ def test_the_traceback_option_shows_what_the_line_sums_up(
 
     assert result.returncode == 1
     assert "Traceback" in result.stderr
-    assert result.stderr.rstrip().splitlines()[-1].startswith("ddd_celery: jobs stats failed")
+    assert (
+        result.stderr.rstrip()
+        .splitlines()[-1]
+        .startswith("ddd_celery: jobs background stats failed: ")
+    )
