@@ -224,8 +224,8 @@ def _begun(registry: CeleryJobs, beginning: Beginning) -> None:
         raise beginning.error
     if beginning.lock_held:
         raise OccurrenceNotSentError(
-            f"{name}: the lock {beginning.lock_key} is held: a beat or another run-now is "
-            f"sending the occurrence of {at}; nothing was sent"
+            f"{name}: another beat or run-now holds the occurrence of {at} (its lock "
+            f"{beginning.lock_key} is taken); nothing was sent"
         )
     if beginning.claimed is Claim.BUSY:
         running = _running(registry, name)
