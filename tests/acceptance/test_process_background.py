@@ -431,10 +431,12 @@ def test_forged_messages_are_refused_and_recorded_and_the_worker_runs_the_next_g
     assert bg.status(job_id) is JobStatus.SUCCEEDED
 
 
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
 def test_a_worker_stopping_aborts_its_attempt_past_the_grace_and_gives_the_job_back_uncounted(
-    bg: Background,
+    bg: Background, pool: str
 ) -> None:
-    worker = bg.worker(pool="solo", concurrency=1, DDD_TEST_GRACE_MS="1000")
+    """On prefork the attempt runs in a child, which the main process tells of the stop."""
+    worker = bg.worker(pool=pool, concurrency=1, DDD_TEST_GRACE_MS="1000")
     job_id = bg.queue.enqueue(SlowJob, {})
     wait_until(lambda: bg.seen(job_id, "started") != [], 20, f"the slow job\n{bg.logs()}")
 
