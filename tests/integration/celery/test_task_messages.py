@@ -309,6 +309,21 @@ def test_beat_publishes_an_occurrence_as_send_task_did(
     assert OccurrenceMessage.from_kwargs(beats["body"][1]).scheduled_at == at
 
 
+def send_task_as_a_wakeup(app: Celery, job_id: str, **options: Any) -> None:
+    """What ``send_wakeup`` sends, sent by ``send_task``: every wake-up of a job has the job as
+    its root."""
+    app.send_task(
+        TASK,
+        kwargs={"job_id": job_id},
+        queue="jobs",
+        serializer="json",
+        argsrepr="()",
+        kwargsrepr=repr({"job_id": job_id}),
+        root_id=job_id,
+        **options,
+    )
+
+
 def test_the_relays_wake_up_is_the_one_send_task_sent(
     make_app: AppFactory, redis_client: Redis, redis_prefix: str, through: list[str]
 ) -> None:
@@ -317,15 +332,7 @@ def test_the_relays_wake_up_is_the_one_send_task_sent(
 
     send_wakeup(app, TASK, "jobs", "job-1")
     assert len(through) == (1 if task_messages.PREBUILT else 0)
-    app.send_task(
-        TASK,
-        kwargs={"job_id": "job-1"},
-        queue="jobs",
-        serializer="json",
-        argsrepr="()",
-        kwargsrepr=repr({"job_id": "job-1"}),
-        root_id="job-1",  # every wake-up of a job has the job as its root
-    )
+    send_task_as_a_wakeup(app, "job-1")
 
     light, celerys = queued(redis_client, redis_prefix, "jobs")
     assert same(light, celerys)
@@ -342,16 +349,7 @@ def test_a_wake_up_carries_the_attempts_made_before_as_its_retries_as_send_task_
 
     send_wakeup(app, TASK, "jobs", "job-1")
     send_wakeup(app, TASK, "jobs", "job-1", retries=2)
-    app.send_task(
-        TASK,
-        kwargs={"job_id": "job-1"},
-        queue="jobs",
-        serializer="json",
-        argsrepr="()",
-        kwargsrepr=repr({"job_id": "job-1"}),
-        root_id="job-1",
-        retries=2,
-    )
+    send_task_as_a_wakeup(app, "job-1", retries=2)
 
     first, light, celerys = queued(redis_client, redis_prefix, "jobs")
     assert first["headers"]["retries"] == 0
@@ -507,15 +505,7 @@ def test_a_change_of_routes_is_followed_as_send_task_follows_it(
 
     app.conf.update(task_routes={TASK: {"queue": "jobs", "priority": 3}})
     send_wakeup(app, TASK, "jobs", "job-2")
-    app.send_task(
-        TASK,
-        kwargs={"job_id": "job-2"},
-        queue="jobs",
-        serializer="json",
-        argsrepr="()",
-        kwargsrepr=repr({"job_id": "job-2"}),
-        root_id="job-2",
-    )
+    send_task_as_a_wakeup(app, "job-2")
 
     first, light, celerys = queued(redis_client, redis_prefix, "jobs")
     assert first["properties"]["priority"] == 0
