@@ -45,6 +45,7 @@ from celery import Celery
 from celery.bin.base import CLIContext
 from celery.signals import before_task_publish
 from click.testing import CliRunner
+from only import add_only, chosen
 from redis import Redis
 from sqlalchemy import Engine, create_engine, text
 
@@ -494,18 +495,9 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=100, help="pages timed per query and size")
     parser.add_argument("--rate", type=int, default=50, help="due jobs added a second")
     parser.add_argument("--baseline", type=float, default=20.0, help="seconds without purge")
-    parser.add_argument(
-        "--only",
-        default="",
-        help=f"a comma list among {', '.join(SECTIONS + STORES)}: those sections, those stores",
-    )
+    add_only(parser, SECTIONS, STORES)
     args = parser.parse_args()
-    only = {name for name in args.only.split(",") if name}
-    unknown = only - set(SECTIONS + STORES)
-    if unknown:
-        parser.error(f"--only: not a section or a store: {', '.join(sorted(unknown))}")
-    sections = [name for name in SECTIONS if name in only] or list(SECTIONS)
-    stores = [name for name in STORES if name in only] or list(STORES)
+    sections, stores = chosen(parser, args.only, SECTIONS, STORES)
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     listed: dict[str, tuple[dict[str, list[float]], float]] = {}
     retained: list[str] = []

@@ -48,6 +48,7 @@ from bench_operations import (
     servers,
 )
 from celery import Celery
+from only import add_only, chosen
 from sqlalchemy import Engine
 
 from ddd_celery.background.store import JobFilter
@@ -294,18 +295,9 @@ def main() -> None:
     parser.add_argument("--scheduled", type=int, default=10_000, help="scheduled jobs, large app")
     parser.add_argument("--records", type=int, default=3, help="history records per scheduled job")
     parser.add_argument("--pages", type=int, default=30, help="requests timed per page and size")
-    parser.add_argument(
-        "--only",
-        default="",
-        help=f"a comma list among {', '.join(SECTIONS + STORES)}: those sections, those stores",
-    )
+    add_only(parser, SECTIONS, STORES)
     args = parser.parse_args()
-    only = {name for name in args.only.split(",") if name}
-    unknown = only - set(SECTIONS + STORES)
-    if unknown:
-        parser.error(f"--only: not a section or a store: {', '.join(sorted(unknown))}")
-    sections = [name for name in SECTIONS if name in only] or list(SECTIONS)
-    stores = [name for name in STORES if name in only] or list(STORES)
+    sections, stores = chosen(parser, args.only, SECTIONS, STORES)
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     listed: dict[str, dict[str, list[float]]] = {}
     fills: dict[str, float] = {}

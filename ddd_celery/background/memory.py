@@ -358,7 +358,9 @@ class InMemoryJobStore(JobStore):
                 if entry.dispatched_at is not None:
                     entry.resends += 1
                 entry.dispatched_at = now
-            dispatches = [Dispatch(e.job.id, e.job.name, e.job.queue) for e in taken]
+            dispatches = [
+                Dispatch(e.job.id, e.job.name, e.job.queue, e.job.attempts) for e in taken
+            ]
             if token is not None:
                 self._takes[token] = dispatches
                 while len(self._takes) > TAKES_KEPT:

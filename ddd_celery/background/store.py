@@ -297,11 +297,13 @@ class JobStats:
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    """A job the relay must publish: its id, name and queue."""
+    """A job the relay must publish: its id, name and queue, and its attempts so far."""
 
     job_id: str
     name: str
     queue: str
+    attempts: int = 0
+    """The attempts made before this wake-up: its Celery ``retries``, as Flower shows it."""
 
 
 _T = TypeVar("_T")

@@ -377,7 +377,7 @@ class TaskMessage:
         task_id: str,
         kwargs: dict[str, Any],
         *,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, Any] | None = None,
         expires: datetime | None = None,
         kwargsrepr: str | None = None,
     ) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import click
 
 from ddd_celery.celery.background.cli import background, printable
-from ddd_celery.celery.cli_errors import JobsCommand, why
+from ddd_celery.celery.cli_errors import JOBS_GROUP, JobsCommand, why
 from ddd_celery.celery.cli_pause import pause_command, registry_of, resume_command
 from ddd_celery.celery.cli_web import web_command
 from ddd_celery.celery.describe import next_run_at
@@ -88,7 +88,7 @@ NEXT_COUNT = 5
 HISTORY_COUNT = 20
 
 
-@click.group(name="jobs")
+@click.group(name=JOBS_GROUP)
 @click.option(
     "--traceback",
     "show_traceback",
@@ -250,8 +250,8 @@ def run_now_command(
     """Run the job NAME once, in this process, as a worker would (no lock), or send it to the
     workers (``--on-workers``).
 
-    Exits 0 when it succeeded (or was sent), 1 when it failed, was refused or could not be
-    sent, 2 for a name no job has.
+    Exits 0 when it succeeded (or was sent), 1 when it failed, was refused, could not be sent
+    or its record could not be kept, 2 for a name no job has.
     """
     registry = registry_of(ctx)
     _job(registry, name)
@@ -259,12 +259,13 @@ def run_now_command(
         if on_workers:
             _sent(send_to_workers(ctx.obj.app, name, at=at))
             return
-        record, error = run_here(registry, name, at=at)
+        here = run_here(registry, name, at=at)
     except TypeError as refused:  # a beat_schedule entry, or a system job beat runs
         raise click.UsageError(str(refused)) from None
     except (NotAnOccurrenceError, OccurrenceNotSentError) as refused:
         click.echo(f"ddd_celery: jobs run-now refused: {why(refused)}", err=True)
         ctx.exit(1)
+    record, error = here.record, here.error
     replayed = "" if at is None else ", replayed"
     ran = (
         f"in {record.duration_ms or 0:.0f} ms (scheduled_at {iso_ms(record.scheduled_at)}"
@@ -277,8 +278,18 @@ def run_now_command(
             click.echo("".join(traceback.format_exception(error)).rstrip(), err=True)
         else:
             click.echo("--traceback shows the error's message and traceback", err=True)
+    else:
+        click.echo(f"{name} succeeded {ran}")
+    if here.unkept is not None:
+        store = type(registry.last_runs).__name__
+        click.echo(
+            f"ddd_celery: jobs run-now: {name} {record.outcome.value} but its record could not "
+            f"be kept in the last runs ({store}), so its history will not show it: "
+            f"{why(here.unkept)}",
+            err=True,
+        )
+    if error is not None or here.unkept is not None:
         ctx.exit(1)
-    click.echo(f"{name} succeeded {ran}")
 
 
 def _sent(sent: SentOccurrence) -> None:

@@ -19,6 +19,8 @@ from celery.bin.base import CeleryCommand
 from ddd_celery.background.operations import printable
 from ddd_celery.kernel.errors import DddCeleryError
 
+JOBS_GROUP = "jobs"
+"""The name of the group every operator's command is under, where the error line's path starts."""
 STORE_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, DddCeleryError)
 """What a store or the wiring raises for a fault an operator can act on; anything else is a
 bug and keeps Celery's own report."""
@@ -48,8 +50,19 @@ class JobsCommand(CeleryCommand):  # type: ignore[misc]  # celery ships no types
         try:
             return super().invoke(ctx)
         except STORE_ERRORS as error:
-            fail(ctx, f"jobs {ctx.info_name} failed", error)
+            fail(ctx, f"{command_path(ctx)} failed", error)
             return None
+
+
+def command_path(ctx: click.Context) -> str:
+    """The command as typed from ``jobs`` on (``jobs background stats``), whatever runs the
+    group: ``celery``, ``python -m celery`` or a test's runner."""
+    names: list[str] = []
+    context: click.Context | None = ctx
+    while context is not None and JOBS_GROUP not in names:
+        names.append(context.command.name or "")
+        context = context.parent
+    return " ".join(reversed(names))
 
 
 def _show_traceback(ctx: click.Context) -> bool:

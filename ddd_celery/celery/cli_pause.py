@@ -80,7 +80,7 @@ def resume_command(ctx: click.Context, name: str) -> None:
     if removed is None:
         click.echo(f"{printable(name)} was not paused; nothing changed")
     else:
-        click.echo(f"resumed {printable(name)}, {_told(removed)}")
+        click.echo(f"resumed {printable(name)} ({_was_paused(removed)})")
     if job is None:
         return
     if not job.schedule.options.enabled:
@@ -117,6 +117,13 @@ def _told(pause: Pause) -> str:
     """``by ada@ops-1 at 2026-03-02T06:00:00.123Z (invoices wrong)``, escaped."""
     reason = "" if pause.reason is None else f" ({printable(pause.reason)})"
     return f"by {printable(pause.by)} at {iso_ms(pause.at)}{reason}"
+
+
+def _was_paused(pause: Pause) -> str:
+    """``it was paused by ada@ops-1 at 2026-03-02T06:00:00.123Z; reason: invoices wrong``: who
+    paused, said of the pause that ended, not as if they had resumed it."""
+    reason = "" if pause.reason is None else f"; reason: {printable(pause.reason)}"
+    return f"it was paused by {printable(pause.by)} at {iso_ms(pause.at)}{reason}"
 
 
 def _operator() -> str:

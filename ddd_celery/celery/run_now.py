@@ -62,6 +62,16 @@ class SentOccurrence:
     ends that run sends it."""
 
 
+@dataclass(frozen=True, slots=True)
+class RanHere:
+    """What ``run_here`` did: the run's record, what the job raised, and why the record was
+    not kept (the last runs' error, None when kept)."""
+
+    record: JobRun
+    error: BaseException | None
+    unkept: BaseException | None
+
+
 def run_now(target: Any, name: str, *, at: datetime | None = None) -> JobRun:
     """Run the job ``name`` once in this process, as a worker would, and raise what it raised.
 
@@ -76,18 +86,17 @@ def run_now(target: Any, name: str, *, at: datetime | None = None) -> JobRun:
     returns the record of a run that succeeded. Call it from synchronous code (an async caller
     uses ``asyncio.to_thread``): it runs its own event loop for an async job.
     """
-    record, error = run_here(target, name, at=at)
-    if error is not None:
-        raise error
-    return record
+    ran = run_here(target, name, at=at)
+    if ran.error is not None:
+        raise ran.error
+    return ran.record
 
 
-def run_here(
-    target: Any, name: str, *, at: datetime | None = None
-) -> tuple[JobRun, BaseException | None]:
-    """``run_now`` that returns the record and the error instead of raising what the job raised.
+def run_here(target: Any, name: str, *, at: datetime | None = None) -> RanHere:
+    """``run_now`` that returns what it did instead of raising what the job raised.
 
-    For a caller that reports the run itself, such as ``celery jobs run-now``.
+    For a caller that reports the run itself, such as ``celery jobs run-now``: a run whose
+    record the last runs could not keep is a run nobody will find in its history.
     """
     registry = target if isinstance(target, CeleryJobs) else jobs_of(target)
     job = _runnable(registry, name, "run_now")
@@ -100,7 +109,8 @@ def run_here(
         tenant_id=None,
         app=None,
     )
-    return run.execute()
+    record, error = run.execute()
+    return RanHere(record, error, run.unkept)
 
 
 def send_to_workers(app: Any, name: str, *, at: datetime | None = None) -> SentOccurrence:
@@ -224,8 +234,8 @@ def _begun(registry: CeleryJobs, beginning: Beginning) -> None:
         raise beginning.error
     if beginning.lock_held:
         raise OccurrenceNotSentError(
-            f"{name}: the lock {beginning.lock_key} is held: a beat or another run-now is "
-            f"sending the occurrence of {at}; nothing was sent"
+            f"{name}: another beat or run-now holds the occurrence of {at} (its lock "
+            f"{beginning.lock_key} is taken); nothing was sent"
         )
     if beginning.claimed is Claim.BUSY:
         running = _running(registry, name)

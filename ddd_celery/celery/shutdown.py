@@ -84,7 +84,7 @@ class RunsInProgress:
 
 
 RUNS = RunsInProgress()
-"""The runs of scheduled jobs in this process."""
+"""The runs of scheduled jobs and the attempts of background jobs in this process."""
 
 
 _workers: list[Any] = []

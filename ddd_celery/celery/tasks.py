@@ -310,6 +310,8 @@ class OccurrenceRun:
         )
         self._mutex = threading.Lock()
         self._concluded: tuple[JobRun, BaseException | None] | None = None
+        self.unkept: BaseException | None = None
+        """Why the last runs could not keep the record of a ``run_now`` (None: kept)."""
 
     def execute(self) -> tuple[JobRun, BaseException | None]:
         """Run the job and return the outcome recorded and the error it was recorded with.
@@ -437,5 +439,5 @@ class OccurrenceRun:
             if self._app is not None:
                 conclude_run(self._app, self._registry, self._job, record, error)
             else:
-                self._registry.recorder.record(record, error)
+                self.unkept = self._registry.recorder.record(record, error)
         return record, error

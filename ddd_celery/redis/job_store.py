@@ -419,8 +419,10 @@ class RedisJobStore(JobStore):
         ]
         with unavailable_as(StoreUnavailableError, "take the due jobs"):
             reply, dropped = self._take_due(keys=keys, args=args)
-        fields = [_text(value) for value in reply]
-        dispatches = (Dispatch(*fields[i : i + 3]) for i in range(0, len(fields), 3))
+        dispatches = (
+            Dispatch(_text(reply[i]), _text(reply[i + 1]), _text(reply[i + 2]), int(reply[i + 3]))
+            for i in range(0, len(reply), 4)
+        )
         return Batch(dispatches, dropped=int(dropped))
 
     def expire_leases(self, *, now: datetime, limit: int) -> list[StoredJob]:

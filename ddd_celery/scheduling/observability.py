@@ -82,8 +82,11 @@ class RunRecorder:
         *,
         kept: bool = False,
         quiet: bool = False,
-    ) -> None:
+    ) -> BaseException | None:
         """Log, count, keep and observe ``run``; never raises, so it cannot stop a scheduler.
+
+        Returns the error of the last runs that could not keep ``run`` (logged too), None when
+        kept or not this call's to keep: an operator's ``run-now`` says its record was lost.
 
         ``kept``: the caller already wrote ``run`` to the last runs (a worker, with the end of
         its run in one round trip), so it is not written again. ``quiet``: a success or a miss
@@ -97,11 +100,13 @@ class RunRecorder:
             self._guarded(run.job, lambda: self._logger.log(level, message, extra=log_fields(run)))
         self._guarded(run.job, lambda: self._count(run))
         keep = not kept and run.outcome is not Outcome.SKIPPED_LOCKED
+        unkept = None
         if keep and self._last_runs is not None:
-            self._keep(self._last_runs, run)
+            unkept = self._keep(self._last_runs, run)
         if self._on_run is not None:
             on_run = self._on_run
             self._guarded(run.job, lambda: on_run(run, error, RunDetail(run.correlation_id)))
+        return unkept
 
     def could_not_follow(self, job: str, error: BaseException, *, what: str) -> None:
         """Log what went wrong around the runs (a checkpoint, a lock release); the job goes on."""
@@ -115,12 +120,14 @@ class RunRecorder:
             },
         )
 
-    def _keep(self, last_runs: JobLastRuns, run: JobRun) -> None:
+    def _keep(self, last_runs: JobLastRuns, run: JobRun) -> Exception | None:
         """Write the last run; a store that cannot be asked is logged like a checkpoint's."""
         try:
             last_runs.write(run)
         except Exception as error:
             self.could_not_follow(run.job, error, what="write the last run")
+            return error
+        return None
 
     def _count(self, run: JobRun) -> None:
         labels = {

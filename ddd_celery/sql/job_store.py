@@ -610,9 +610,11 @@ class SqlJobStore(JobStore):
                 redispatches=resends,
                 relay_token=token,
             )
-            .returning(table.c.id, table.c.name, table.c.queue, table.c.run_at)
+            .returning(table.c.id, table.c.name, table.c.queue, table.c.run_at, table.c.attempts)
         )
-        taken = select(table.c.id, table.c.name, table.c.queue, table.c.run_at).where(
+        taken = select(
+            table.c.id, table.c.name, table.c.queue, table.c.run_at, table.c.attempts
+        ).where(
             # what a send of this call marked, read on the relay's index: one of its four
             # relay_at, its dispatched_at, its token
             table.c.relay_at.in_([at + wait_us for wait_us in waits_us]),
@@ -620,7 +622,7 @@ class SqlJobStore(JobStore):
             table.c.relay_token == token,
         )
 
-        def work(connection: Connection, again: bool) -> list[Row[Any, Any, Any, Any]]:
+        def work(connection: Connection, again: bool) -> list[Row[Any, Any, Any, Any, Any]]:
             if given or again:
                 answered = list(connection.execute(taken).all())
                 if answered:
@@ -629,7 +631,7 @@ class SqlJobStore(JobStore):
 
         rows = self._connector.run("take the due jobs", work)
         rows.sort(key=lambda row: (row.run_at, row.id))
-        return [Dispatch(row.id, row.name, row.queue) for row in rows]
+        return [Dispatch(row.id, row.name, row.queue, row.attempts) for row in rows]
 
     def expire_leases(self, *, now: datetime, limit: int) -> list[StoredJob]:
         if limit <= 0:

@@ -13,7 +13,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -327,12 +327,12 @@ class ScheduledPages:
         _, registry = self._viewer_registry(request)
         name = str(form.get("name", ""))
         reason = str(form.get("reason", "")).strip() or None
-        action = "pause" if pause else "resume"
+        action: Literal["pause", "resume"] = "pause" if pause else "resume"
         back = self.web.url(request, "/scheduled/job", name=name)
         if registry is None:
             raise PageError(404, f"no scheduled job is named {name!r}")
         try:
-            job = pausable(registry, name)
+            job = pausable(registry, name, doing=action)
             pauses = shared_pauses(registry)
         except (UnknownJobError, NotPausableError) as refused:
             raise PageError(

@@ -16,6 +16,8 @@ from the environment:
 ``DDD_TEST_CLOCK_SHIFT_MS``  this process's clock runs this much ahead (negative: behind)
 ``DDD_TEST_DEFAULTS``        when set, the lease, heartbeat and redispatch are the library's
 ``DDD_TEST_PREFETCH``        the worker's prefetch multiplier (default 1)
+``DDD_TEST_GRACE_MS``        ``ddd_celery_grace_ms``, a stopping worker's grace (the library's
+                             default unless set)
 
 Every message any process publishes is noted in ``<prefix>bg:published`` (task, kwargs, eta,
 pid), so a test can tell who published what and that no message had an ETA.
@@ -66,6 +68,8 @@ app.conf.update(
     task_default_queue=f"{PREFIX}default",
     worker_prefetch_multiplier=int(os.environ.get("DDD_TEST_PREFETCH", "1")),
 )
+if os.environ.get("DDD_TEST_GRACE_MS"):
+    app.conf.ddd_celery_grace_ms = int(os.environ["DDD_TEST_GRACE_MS"])
 install_jobs(app, jobs=[], lock=RedisLock(redis, prefix=PREFIX), clock=clock)
 store_url = os.environ.get("DDD_TEST_STORE_URL")
 store: JobStore

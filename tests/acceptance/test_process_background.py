@@ -167,6 +167,10 @@ class Background:
             if line["job_id"] == job_id and (what is None or line["what"] == what)
         ]
 
+    def runs(self, job_id: str) -> list[dict[str, Any]]:
+        """The start and end edges of each attempt of ``job_id``, in the order noted."""
+        return [line for line in self.records.read("runs") if line["job_id"] == job_id]
+
     def logs(self) -> str:
         return "\n".join(f"----- {p.name}\n{p.output()[-3000:]}" for p in self.processes)
 
@@ -427,21 +431,44 @@ def test_forged_messages_are_refused_and_recorded_and_the_worker_runs_the_next_g
     assert bg.status(job_id) is JobStatus.SUCCEEDED
 
 
-def test_a_worker_stopping_aborts_its_attempt_and_gives_the_job_back_uncounted(
-    bg: Background,
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
+def test_a_worker_stopping_aborts_its_attempt_past_the_grace_and_gives_the_job_back_uncounted(
+    bg: Background, pool: str
 ) -> None:
-    worker = bg.worker(pool="solo", concurrency=1)
+    """On prefork the attempt runs in a child, which the main process tells of the stop."""
+    worker = bg.worker(pool=pool, concurrency=1, DDD_TEST_GRACE_MS="1000")
     job_id = bg.queue.enqueue(SlowJob, {})
     wait_until(lambda: bg.seen(job_id, "started") != [], 20, f"the slow job\n{bg.logs()}")
 
+    stopped_at = time.time()
     worker.stop()  # SIGTERM: Celery's warm shutdown
 
     [stopped] = bg.seen(job_id, "stopped")
     assert stopped["why"] == "JobAbortedError"
+    assert stopped["at"] - stopped_at >= 1.0 - 0.2, (stopped, stopped_at)  # after the grace
     job = bg.store.find(job_id, tenant_id=None)
     assert job is not None
     assert (job.status, job.attempts) == (JobStatus.QUEUED, 0), worker.output()
     assert "Background job released" in worker.output()
+
+
+@pytest.mark.parametrize("pool", ["solo", "threads"])
+def test_a_worker_stopped_while_a_job_runs_completes_the_job_that_returns_within_the_grace(
+    bg: Background, pool: str
+) -> None:
+    """The job ignores its signal and returns 3 s after the stop: its work is done, so it is
+    completed, not given back to run again."""
+    worker = bg.worker(pool=pool, concurrency=1, DDD_TEST_GRACE_MS="20000")
+    job_id = bg.queue.enqueue(NoopJob, {"sleep_s": 3})
+    wait_until(lambda: bg.runs(job_id) != [], 20, f"the job to start\n{bg.logs()}")
+
+    worker.stop()  # SIGTERM: Celery's warm shutdown
+
+    job = bg.store.find(job_id, tenant_id=None)
+    assert job is not None
+    assert (job.status, job.attempts) == (JobStatus.SUCCEEDED, 1), worker.output()
+    assert [run["edge"] for run in bg.runs(job_id)] == ["start", "end"]
+    assert "Background job released" not in worker.output()
 
 
 def test_an_attempt_past_its_timeout_is_interrupted_on_prefork_and_fails_job_timeout(

@@ -60,7 +60,9 @@ def test_a_pause_makes_every_running_beat_skip_the_next_occurrences_until_resume
     assert paused.returncode == 0, paused.stderr
     assert paused.stdout.startswith(f"paused {JOB} by ops@test at "), paused.stdout
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.startswith(f"resumed {JOB}, by ops@test at "), resumed.stdout
+    assert resumed.stdout.startswith(f"resumed {JOB} (it was paused by ops@test at "), (
+        resumed.stdout
+    )
     assert all(beat.alive for beat in beats), deploy.logs()
     skipped = skipped_paused(deploy)
     ran = deploy.instants_ran(JOB)

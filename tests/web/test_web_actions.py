@@ -15,6 +15,7 @@ from web_jobs import CLOSE_DAY, EVERY_MINUTE
 from web_support import Site, csrf_of
 
 from ddd_celery.background.store import JobStatus
+from ddd_celery.celery.background.relay import RELAY_JOB
 from ddd_celery.web import Viewer
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -148,6 +149,20 @@ async def test_a_scheduled_job_is_paused_then_resumed_in_the_store_the_beats_rea
         ("pause", "grace", "paused"),
         ("resume", "grace", "resumed"),
     ]
+
+
+async def test_the_relay_is_refused_a_pause_and_a_resume_each_worded_as_the_cli_words_it(
+    site: Site,
+) -> None:
+    async with site.client(token=TOKEN) as client:
+        csrf = await sign_in(client)
+        paused = await client.post("/scheduled/pause", data={"csrf": csrf, "name": RELAY_JOB})
+        resumed = await client.post("/scheduled/resume", data={"csrf": csrf, "name": RELAY_JOB})
+
+    assert (paused.status_code, resumed.status_code) == (409, 409)
+    assert "pausing it would leave them unpublished" in paused.text
+    assert "it is never paused, so there is nothing to resume" in resumed.text
+    assert "pausing it" not in resumed.text
 
 
 async def test_run_now_sends_the_latest_occurrence_to_the_workers_under_its_lock(

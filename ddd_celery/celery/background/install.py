@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from celery.signals import task_unknown, worker_shutting_down
+from celery.signals import task_unknown
 
 from ddd_celery.background.errors import UnknownBackgroundJobError
 from ddd_celery.background.observability import (
@@ -45,7 +45,7 @@ from ddd_celery.declarations.background import (
     background_declaration_of,
 )
 from ddd_celery.kernel.metrics import Metrics
-from ddd_celery.scheduling.errors import InvalidJobScheduleError, JobAbortedError
+from ddd_celery.scheduling.errors import InvalidJobScheduleError
 
 DEFAULT_HEARTBEAT_MS = 1_000
 """A beat a second: the lease is kept, and a cancel reaches the running job within a second."""
@@ -162,28 +162,9 @@ def install_background_jobs(
     for declaration in declared.values():
         register_background_task(app, declaration)
     _route(app.conf, {name: declaration.queue for name, declaration in declared.items()})
-    _abort_on_shutdown(registry)
     _record_unknown_tasks(registry)
     setattr(app, BACKGROUND_ATTRIBUTE, registry)
     return registry
-
-
-def _abort_on_shutdown(registry: BackgroundJobs) -> None:
-    """When the worker starts its warm shutdown, abort the attempts it runs: each is released,
-    its job given back uncounted for another worker, instead of holding the shutdown.
-
-    Celery sends ``worker_shutting_down`` in the worker's main process: the solo and threads
-    pools run their attempts there; a prefork child finishes its attempt first.
-    """
-
-    def abort_attempts(**_: Any) -> None:
-        registry.heartbeats.abort_all(
-            lambda job: JobAbortedError("the worker is shutting down", job=job)
-        )
-
-    worker_shutting_down.connect(
-        abort_attempts, weak=False, dispatch_uid=f"ddd_celery.background.shutdown:{id(registry)}"
-    )
 
 
 def _declarations(

@@ -132,19 +132,6 @@ class Heartbeats:
                 )
                 self._thread.start()
 
-    def abort_all(self, reason: Callable[[str], BaseException]) -> int:
-        """Abort the signal of every attempt this process runs with ``reason(job)``; how many.
-
-        For a worker that stops: its attempts end ``released``, their jobs given back uncounted.
-        """
-        if self._pid != os.getpid():
-            return 0
-        with self._mutex:
-            kept = list(self._kept)
-        for one in kept:
-            one.controller.abort(reason(one.job))
-        return len(kept)
-
     def remove(self, kept: KeptLease) -> None:
         with self._mutex:
             self._kept.discard(kept)

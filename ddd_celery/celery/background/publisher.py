@@ -29,9 +29,13 @@ _MESSAGES = "_ddd_celery_wakeup_messages"
 _UNBUILT = TaskMessage.__new__(TaskMessage)
 
 
-def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = None) -> None:
+def send_wakeup(
+    app: Any, name: str, queue: str, job_id: str, producer: Any = None, *, retries: int = 0
+) -> None:
     """Send the task ``name`` to ``queue`` with ``{"job_id": job_id}``, JSON, its ``root_id``
-    the job id: Celery's tools link the wake-ups of every attempt of the job.
+    the job id: Celery's tools link the wake-ups of every attempt of the job. ``retries`` (the
+    attempts made before, ``Dispatch.attempts``) is the message's ``retries``, so Flower shows
+    the attempt the wake-up is for, as the worker's ``request.retries`` does.
 
     ``producer`` is one the caller holds for a batch (the relay); otherwise Celery takes one from
     its pool for this message. The message is the one ``send_task`` would send, its fixed part
@@ -43,12 +47,12 @@ def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = No
     kwargs = {JOB_ID: job_id}
     message = _message(app, name, queue)
     if message is not None and message.fits_here():
-        root = {"root_id": job_id}
+        headers = {"root_id": job_id, "retries": retries}
         if producer is None:
             with app.producer_or_acquire() as held:
-                message.send(held, new_task_id(), kwargs, kwargsrepr=repr(kwargs), headers=root)
+                message.send(held, new_task_id(), kwargs, kwargsrepr=repr(kwargs), headers=headers)
         else:
-            message.send(producer, new_task_id(), kwargs, kwargsrepr=repr(kwargs), headers=root)
+            message.send(producer, new_task_id(), kwargs, kwargsrepr=repr(kwargs), headers=headers)
         return
     declared = _declared.setdefault(app, set())
     app.send_task(
@@ -61,6 +65,7 @@ def send_wakeup(app: Any, name: str, queue: str, job_id: str, producer: Any = No
         argsrepr="()",
         kwargsrepr=repr(kwargs),
         root_id=job_id,
+        retries=retries,
         **({"declare": []} if queue in declared else {}),
     )
     declared.add(queue)
@@ -90,4 +95,6 @@ class CeleryJobPublisher(JobPublisher):
         self._app = app
 
     def publish(self, dispatch: Dispatch) -> None:
-        send_wakeup(self._app, dispatch.name, dispatch.queue, dispatch.job_id)
+        send_wakeup(
+            self._app, dispatch.name, dispatch.queue, dispatch.job_id, retries=dispatch.attempts
+        )

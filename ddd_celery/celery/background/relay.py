@@ -211,7 +211,12 @@ class Relay:
                 with publish_batch(producer, len(due)):
                     for dispatch in due:
                         send_wakeup(
-                            self._app, dispatch.name, dispatch.queue, dispatch.job_id, producer
+                            self._app,
+                            dispatch.name,
+                            dispatch.queue,
+                            dispatch.job_id,
+                            producer,
+                            retries=dispatch.attempts,
                         )
                 published += len(due)
                 dropped += dropped_of(due)

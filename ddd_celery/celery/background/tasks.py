@@ -5,7 +5,10 @@ attempt API (``ddd_celery.background.attempt``), as ``QueueWorker`` does: the sa
 same payload validation, the same conclusion and the same record. Around the attempt, the
 process's ``Heartbeats`` extend the lease (and abort the signal once it is lost: a cancel), and
 the job's ``timeout_ms`` is enforced twice, as for scheduled jobs: Celery's soft time limit on
-prefork, a watchdog that aborts the signal on every pool.
+prefork, a watchdog that aborts the signal on every pool. A worker that stops gives the attempt
+its grace, as it gives a scheduled run (``celery/shutdown.py``): a job that returns within
+``ddd_celery_grace_ms`` is completed, and only then is its signal aborted with a
+``JobAbortedError``, which gives the job back uncounted (``released``).
 
 Delivery is at least once and a claim makes it at most one attempt at a time: the task is
 acknowledged late and rejected when its worker is lost, so a message whose worker was killed
@@ -63,10 +66,11 @@ from ddd_celery.celery.background.registry import BackgroundJobs, background_job
 from ddd_celery.celery.config import app_config
 from ddd_celery.celery.logs import render_fields_in_celery_logs
 from ddd_celery.celery.message import UnreadableMessageError
+from ddd_celery.celery.shutdown import RUNS
 from ddd_celery.celery.tasks import time_limits
 from ddd_celery.declarations.background import BackgroundJobDeclaration
 from ddd_celery.kernel.abort import AbortController
-from ddd_celery.kernel.errors import UNEXPECTED_ERROR, JobError, JobTimeoutError
+from ddd_celery.kernel.errors import UNEXPECTED_ERROR, JobAbortedError, JobError, JobTimeoutError
 from ddd_celery.kernel.instants import iso_ms
 
 STORE_RETRY_PAUSES_S = (0.1, 0.4, 1.0, 2.0)
@@ -256,7 +260,11 @@ class Attempt:
             controller=self._controller,
             claimed_at=self._claimed_at,
         ) as kept:
-            outcome = self._attempt()
+            RUNS.add(self)  # a worker that stops gives it grace_ms, then aborts it
+            try:
+                outcome = self._attempt()
+            finally:
+                RUNS.discard(self)
         if kept.lease is not claimed.lease:  # extended by a beat: the conclusion names the latest
             claimed = ClaimedJob(claimed.job, kept.lease)
         # asked again with the same lease, instant and draw: a repeat answers as the first did
@@ -282,6 +290,21 @@ class Attempt:
         if (run.status is RunStatus.DEAD or run.status is RunStatus.RETRIED) and raised is not None:
             messages = app_config(registry.app).traceback_messages
             _raise_failed(run, claimed.job.max_attempts, raised, messages=messages)
+
+    @property
+    def grace_ms(self) -> int:
+        """How long the attempt may go on once its worker stops (``ddd_celery_grace_ms``)."""
+        return app_config(self._registry.app).grace_ms
+
+    def abort_for_stop(self) -> None:
+        """The worker stopped and the grace passed: abort the signal, so the attempt ends
+        ``released`` (its job given back uncounted) once the job returns."""
+        self._controller.abort(
+            JobAbortedError(
+                f"the worker stopped and the attempt outlived grace_ms={self.grace_ms}",
+                job=self._declaration.name,
+            )
+        )
 
     def _attempt(self) -> AttemptOutcome:
         """Run the job; the watchdog aborts its signal at ``timeout_ms`` on pools without limits.

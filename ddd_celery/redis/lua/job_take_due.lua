@@ -6,7 +6,7 @@
 --            they are due for a re-send minus redispatch_after_ms.
 --   KEYS[3]  P taken:<token>, this call's reply (a JSON array), answered again when it is sent
 --            twice.
---   Also P job:<id> of each job taken (name, queue read; redispatches counted).
+--   Also P job:<id> of each job taken (name, queue, attempts read; redispatches counted).
 -- Arguments
 --   ARGV[2]  now, epoch ms: jobs whose run_at is not after it are due.
 --   ARGV[3]  now minus redispatch_after_ms, epoch ms: a job in P dispatched scored before it
@@ -15,7 +15,8 @@
 --   ARGV[5]  redispatch_after_ms.
 --   ARGV[6]  how long P taken:<token> is kept, ms.
 -- Returns
---   a list of two: a flat list id, name, queue of each job taken, earliest run_at first; and
+--   a list of two: a flat list id, name, queue, attempts of each job taken, earliest run_at
+--   first; and
 --   how many index entries named a job whose hash is gone (dropped, not an error). Each job
 --   taken moves from P pending to P dispatched, scored now + (f - 1) * redispatch_after_ms,
 --   f = min(2^r, 8) for its r re-sends so far (rules.redispatch_wait_ms): re-sent after 1, 2,
@@ -48,6 +49,7 @@ for _, id in ipairs(ids) do
     taken[#taken + 1] = id
     taken[#taken + 1] = job.name
     taken[#taken + 1] = job.queue
+    taken[#taken + 1] = job.attempts or 0
   elseif not job then
     dropped = dropped + 1
   end

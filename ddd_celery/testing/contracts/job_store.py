@@ -1523,8 +1523,9 @@ class JobStoreContract:
         now = self.take(subject, 10, after_ms=60_000)
         later = self.take(subject, 5_000, after_ms=60_000)
 
-        assert [d.job_id for d in now] == ["release", "dead"]
-        assert [d.job_id for d in later] == ["retry"]
+        # with the attempts made so far: a release is uncounted, a retried dead job starts anew
+        assert [(d.job_id, d.attempts) for d in now] == [("release", 0), ("dead", 0)]
+        assert [(d.job_id, d.attempts) for d in later] == [("retry", 1)]
 
     # -- expired leases -------------------------------------------------------------------------
 

@@ -50,6 +50,25 @@ def succeeded(at: datetime, job: str = JOB) -> JobRun:
     )
 
 
+def write_at_once(subject: JobLastRunsSubject, runs: list[JobRun]) -> None:
+    """Write ``runs`` at once, each from a thread of its own, by the two instances in turn: as
+    beats and workers record their runs."""
+    writers = [(subject.last_runs, subject.peer)[index % 2] for index in range(len(runs))]
+    start = threading.Barrier(len(runs))
+
+    def write(writer: JobLastRuns, run: JobRun) -> None:
+        start.wait()
+        writer.write(run)
+
+    threads = [
+        threading.Thread(target=write, args=pair) for pair in zip(writers, runs, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def failed(at: datetime, code: str = "JOB_TIMEOUT", job: str = JOB) -> JobRun:
     """The record of a run that failed, with the fields of a per-tenant failure."""
     return replace(
@@ -202,20 +221,7 @@ class JobLastRunsContract:
     ) -> None:
         runs = [succeeded(T0 + timedelta(minutes=minutes)) for minutes in range(16)]
         random.Random(4).shuffle(runs)
-        writers = [last_runs_subject.last_runs, last_runs_subject.peer] * 8
-        start = threading.Barrier(len(runs))
-
-        def write(writer: JobLastRuns, run: JobRun) -> None:
-            start.wait()
-            writer.write(run)
-
-        threads = [
-            threading.Thread(target=write, args=pair) for pair in zip(writers, runs, strict=True)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        write_at_once(last_runs_subject, runs)
 
         assert last_runs_subject.last_runs.read(JOB) == max(runs, key=lambda r: r.scheduled_at)
 
@@ -332,20 +338,7 @@ class JobLastRunsContract:
         self, last_runs_subject: JobLastRunsSubject
     ) -> None:
         runs = [succeeded(T0 + timedelta(minutes=minutes)) for minutes in range(16)]
-        writers = [last_runs_subject.last_runs, last_runs_subject.peer] * 8
-        start = threading.Barrier(len(runs))
-
-        def write(writer: JobLastRuns, run: JobRun) -> None:
-            start.wait()
-            writer.write(run)
-
-        threads = [
-            threading.Thread(target=write, args=pair) for pair in zip(writers, runs, strict=True)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        write_at_once(last_runs_subject, runs)
 
         history = last_runs_subject.last_runs.history(JOB)
         assert sorted(history, key=lambda run: run.scheduled_at) == runs

@@ -223,6 +223,29 @@ def test_a_lease_that_expired_is_handed_back_and_its_job_published_again(
     assert (line.levelname, line.job_id, line.status) == ("WARNING", job_id, "failed")
 
 
+def test_the_relay_s_wake_up_of_a_job_handed_back_carries_the_attempts_made_as_retries(
+    setup: Setup,
+) -> None:
+    """Flower shows the wake-up of the job's second attempt with ``retries`` 1."""
+    job_id = setup.registry.queue().enqueue(EchoJob, {"text": "orphan"})
+    assert setup.store.claim_job(job_id, now=setup.clock.now(), lease_ms=3_000) is not None
+    retries: list[Any] = []
+
+    def on_publish(sender: str = "", headers: Any = None, **_: Any) -> None:
+        if sender == ECHO:
+            retries.append((headers or {}).get("retries"))
+
+    before_task_publish.connect(on_publish, weak=False)
+    try:
+        setup.clock.advance(3_001)
+        tick = relay_of(setup).run()
+    finally:
+        before_task_publish.disconnect(on_publish)
+
+    assert (tick.expired, tick.published) == (1, 1)
+    assert retries == [1]
+
+
 def test_beat_runs_the_relay_every_second_under_its_lock_and_records_each_occurrence() -> None:
     clock = FixedClock(START)
     lock, store = KeyedLock(clock), CountingStore()

@@ -57,8 +57,8 @@ install_background_jobs(app, jobs=[SendMailJob], store=store)
 """
 
 SCHEDULED = [("history", "ops.close-day"), ("run-now", "ops.close-day", "--on-workers")]
-"""The scheduled commands that need a store (``next`` needs none; ``run-now`` run here keeps
-going, its record not kept, as a worker's run does)."""
+"""The scheduled commands that need a store (``next`` needs none; ``run-now`` run here needs
+one only to keep its record: its own test below)."""
 BACKGROUND = [
     ("background", "stats"),
     ("background", "dead"),
@@ -123,9 +123,28 @@ def test_a_command_whose_redis_is_down_says_so_in_one_line(
 ) -> None:
     line = _one_line(celery_jobs(*command, REDIS_FOR_TEST=closed_port_url))
 
+    path = " ".join(command[:2] if command[0] == "background" else command[:1])
+    assert line.startswith(f"ddd_celery: jobs {path} failed: "), line
     assert "ConnectionError" in line or "could not be asked" in line, line
     address = closed_port_url.removeprefix("redis://").removesuffix("/0")
     assert address in line or "RedisJob" in line, line
+
+
+def test_run_now_whose_record_cannot_be_kept_says_it_ran_unrecorded_and_exits_1(
+    celery_jobs: Run, closed_port_url: str
+) -> None:
+    result = celery_jobs("run-now", "ops.close-day", REDIS_FOR_TEST=closed_port_url)
+
+    line = _one_line(result)
+    assert "closed" in result.stdout.splitlines()  # the job ran
+    assert result.stdout.splitlines()[-1].startswith("ops.close-day succeeded in ")
+    assert line.startswith(
+        "ddd_celery: jobs run-now: ops.close-day succeeded but its record could not be kept in "
+        "the last runs (RedisJobLastRuns), so its history will not show it: "
+        "StoreUnavailableError: "
+    ), line
+    address = closed_port_url.removeprefix("redis://").removesuffix("/0")
+    assert address in line, line
 
 
 @pytest.mark.postgres
@@ -138,7 +157,7 @@ def test_a_background_command_whose_postgresql_is_down_says_so_in_one_line(
 
     line = _one_line(celery_jobs(*command, SQL_FOR_TEST=down))
 
-    assert line.startswith("ddd_celery: jobs "), line
+    assert line.startswith(f"ddd_celery: jobs {' '.join(command[:2])} failed: "), line
     assert port in line, line
 
 
@@ -166,4 +185,8 @@ def test_the_traceback_option_shows_what_the_line_sums_up(
 
     assert result.returncode == 1
     assert "Traceback" in result.stderr
-    assert result.stderr.rstrip().splitlines()[-1].startswith("ddd_celery: jobs stats failed")
+    assert (
+        result.stderr.rstrip()
+        .splitlines()[-1]
+        .startswith("ddd_celery: jobs background stats failed: ")
+    )

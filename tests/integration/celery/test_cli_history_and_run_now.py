@@ -286,9 +286,9 @@ def test_run_now_on_workers_sends_the_occurrence_under_its_lock_and_a_worker_run
     correlation_id = first.split("correlation id ")[1].split(",")[0]
     assert again.returncode == 1
     assert one_line(again) == (
-        f"ddd_celery: jobs run-now refused: OccurrenceNotSentError: {JOB}: the lock "
-        f"job:{JOB}:{iso_ms(at)} is held: a beat or another run-now is sending the occurrence "
-        f"of {iso_ms(at)}; nothing was sent"
+        f"ddd_celery: jobs run-now refused: OccurrenceNotSentError: {JOB}: another beat or "
+        f"run-now holds the occurrence of {iso_ms(at)} (its lock job:{JOB}:{iso_ms(at)} is "
+        "taken); nothing was sent"
     )
     task_id = first.split("task ")[1].split(",")[0]
     with ops.worker():

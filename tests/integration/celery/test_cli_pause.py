@@ -136,7 +136,9 @@ def test_pause_keeps_who_when_and_why_where_every_beat_reads_it_and_resume_remov
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[0] == f"{JOB} was already paused {told}; nothing changed"
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.splitlines()[0] == f"resumed {JOB}, {told}"
+    assert resumed.stdout.splitlines()[0] == (
+        f"resumed {JOB} (it was paused by {kept.by} at {iso_ms(kept.at)}; reason: invoices wrong)"
+    )
     assert resumed.stdout.splitlines()[1].startswith("its next occurrence runs: ")
     assert left == {}
     assert resumed_again.returncode == 0, resumed_again.stderr
@@ -170,7 +172,9 @@ def test_a_pause_of_a_job_removed_since_can_still_be_resumed(
     resumed = on_redis("resume", "ops.removed")
 
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.startswith("resumed ops.removed, by ada at ")
+    assert resumed.stdout.splitlines()[0] == (
+        "resumed ops.removed (it was paused by ada at 2026-03-02T06:00:00.000Z)"
+    )
     assert dict(pauses.paused()) == {}
 
 
@@ -196,7 +200,8 @@ def test_what_the_store_holds_is_printed_escaped(on_redis: Run, pauses: RedisJob
     assert resumed.returncode == 0, resumed.stderr
     assert "\x1b" not in resumed.stdout
     assert resumed.stdout.splitlines()[0] == (
-        f"resumed {JOB}, by ada\\x1b[2J at 2026-03-02T06:00:00.000Z (line\\nforged)"
+        f"resumed {JOB} (it was paused by ada\\x1b[2J at 2026-03-02T06:00:00.000Z; "
+        "reason: line\\nforged)"
     )
 
 

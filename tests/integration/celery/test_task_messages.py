@@ -34,10 +34,11 @@ from kombu.exceptions import OperationalError
 from packaging.version import Version
 from redis import Redis
 
+from ddd_celery.background.store import Dispatch
 from ddd_celery.celery import _task_messages as task_messages
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery._task_messages import TaskMessage, new_task_id
-from ddd_celery.celery.background.publisher import send_wakeup
+from ddd_celery.celery.background.publisher import CeleryJobPublisher, send_wakeup
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.registry import jobs_of
@@ -308,6 +309,21 @@ def test_beat_publishes_an_occurrence_as_send_task_did(
     assert OccurrenceMessage.from_kwargs(beats["body"][1]).scheduled_at == at
 
 
+def send_task_as_a_wakeup(app: Celery, job_id: str, **options: Any) -> None:
+    """What ``send_wakeup`` sends, sent by ``send_task``: every wake-up of a job has the job as
+    its root."""
+    app.send_task(
+        TASK,
+        kwargs={"job_id": job_id},
+        queue="jobs",
+        serializer="json",
+        argsrepr="()",
+        kwargsrepr=repr({"job_id": job_id}),
+        root_id=job_id,
+        **options,
+    )
+
+
 def test_the_relays_wake_up_is_the_one_send_task_sent(
     make_app: AppFactory, redis_client: Redis, redis_prefix: str, through: list[str]
 ) -> None:
@@ -316,20 +332,41 @@ def test_the_relays_wake_up_is_the_one_send_task_sent(
 
     send_wakeup(app, TASK, "jobs", "job-1")
     assert len(through) == (1 if task_messages.PREBUILT else 0)
-    app.send_task(
-        TASK,
-        kwargs={"job_id": "job-1"},
-        queue="jobs",
-        serializer="json",
-        argsrepr="()",
-        kwargsrepr=repr({"job_id": "job-1"}),
-        root_id="job-1",  # every wake-up of a job has the job as its root
-    )
+    send_task_as_a_wakeup(app, "job-1")
 
     light, celerys = queued(redis_client, redis_prefix, "jobs")
     assert same(light, celerys)
     assert light["headers"]["root_id"] == "job-1"
     assert light["properties"]["kwargsrepr"] == "{'job_id': 'job-1'}"  # as Celery carries it
+
+
+def test_a_wake_up_carries_the_attempts_made_before_as_its_retries_as_send_task_would(
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str, through: list[str]
+) -> None:
+    """Flower shows a message's ``retries``: the wake-up of a job's third attempt says 2."""
+    app = make_app()
+    register(app)
+
+    send_wakeup(app, TASK, "jobs", "job-1")
+    send_wakeup(app, TASK, "jobs", "job-1", retries=2)
+    send_task_as_a_wakeup(app, "job-1", retries=2)
+
+    first, light, celerys = queued(redis_client, redis_prefix, "jobs")
+    assert first["headers"]["retries"] == 0
+    assert same(light, celerys)
+    assert light["headers"]["retries"] == 2
+
+
+def test_the_publisher_gives_the_wake_up_the_attempts_of_its_dispatch(
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str, through: list[str]
+) -> None:
+    app = make_app()
+    register(app)
+
+    CeleryJobPublisher(app).publish(Dispatch("job-1", TASK, "jobs", attempts=3))
+
+    (sent,) = queued(redis_client, redis_prefix, "jobs")
+    assert sent["headers"]["retries"] == 3
 
 
 @pytest.fixture
@@ -468,15 +505,7 @@ def test_a_change_of_routes_is_followed_as_send_task_follows_it(
 
     app.conf.update(task_routes={TASK: {"queue": "jobs", "priority": 3}})
     send_wakeup(app, TASK, "jobs", "job-2")
-    app.send_task(
-        TASK,
-        kwargs={"job_id": "job-2"},
-        queue="jobs",
-        serializer="json",
-        argsrepr="()",
-        kwargsrepr=repr({"job_id": "job-2"}),
-        root_id="job-2",
-    )
+    send_task_as_a_wakeup(app, "job-2")
 
     first, light, celerys = queued(redis_client, redis_prefix, "jobs")
     assert first["properties"]["priority"] == 0
