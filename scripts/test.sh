@@ -57,6 +57,11 @@ processes_lane() {
 cpu_lane() {
   run_pytest -m "not processes" -n 2 --durations=15 && bash scripts/test-floors.sh
 }
+progress() {  # "done/collected" of the newest pytest run in log $1, from its progress dots
+  awk '/ workers \[[0-9]+ items\]/ { total = $(NF - 1); sub(/\[/, "", total); done = 0; next }
+       total && /^[.FEsxX]+( +\[ *[0-9]+%\])?$/ { line = $1; done += gsub(/[.FEsxX]/, "", line) }
+       END { if (total) printf "%d/%d", done, total; else printf "starting" }' "$1"
+}
 started=$SECONDS
 echo "==> pytest in two lanes: the real celery processes | the rest, then the rest on the floors"
 lane() {  # lane NAME: run NAME_lane in the background; its exit code goes to $logs/NAME.status
@@ -72,7 +77,7 @@ while [ ! -e "$logs/processes.status" ] || [ ! -e "$logs/cpu.status" ]; do
     echo "    $((SECONDS - started)) s: $(
       for name in processes cpu; do
         if [ -e "$logs/$name.status" ]; then echo -n "$name done; "
-        else echo -n "$name $(grep -o '\[ *[0-9]*%\]' "$logs/$name.log" | tail -1); "
+        else echo -n "$name $(progress "$logs/$name.log"); "
         fi
       done)"
   fi
