@@ -176,6 +176,11 @@ def redis_cluster(masters: int = 3, replicas: int = 0) -> Iterator[Cluster]:
                 )
                 replica.client.execute_command("CLUSTER REPLICATE", head_id)
         wait_for(lambda: all(_ok(server) for server in started), "the cluster to be ok")
+        for replica in (r for group in groups.values() for r in group):
+            wait_for(
+                lambda r=replica: r.client.info("replication")["master_link_status"] == "up",
+                "a replica to follow its master",
+            )
         yield Cluster(heads, groups)
     finally:
         for server in started:

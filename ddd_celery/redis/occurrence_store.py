@@ -8,6 +8,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from redis.cluster import RedisCluster
 
@@ -241,9 +242,9 @@ def same_server(one: RedisClient, other: RedisClient) -> bool:
     if one is other:
         return True
     if isinstance(one, RedisCluster) and isinstance(other, RedisCluster):
-        return not {node.name for node in one.get_nodes()}.isdisjoint(
-            node.name for node in other.get_nodes()
-        )
+        nodes: Any = one.get_nodes()  # type: ignore[no-untyped-call]
+        others: Any = other.get_nodes()  # type: ignore[no-untyped-call]
+        return not {node.name for node in nodes}.isdisjoint(node.name for node in others)
     if isinstance(one, RedisCluster) or isinstance(other, RedisCluster):
         return False
     if one.connection_pool is other.connection_pool:
