@@ -4,12 +4,20 @@ A Celery team configures in ``app.conf`` (``config_from_object``, ``conf.update`
 settings), as redbeat reads ``redbeat_redis_url``. These settings are read as each process
 starts (beat, a worker, a ``celery jobs`` command) and at the jobs' first use, never when
 ``install_jobs`` is called: ``config_from_object`` may come before it or after it. Reading
-builds Redis clients but connects to nothing; the first command does.
+builds Redis clients but connects to nothing; the first command does (a Redis Cluster's client
+asks a node for the slots as it is built).
+
+``ddd_celery_redis_url`` may name a Redis Cluster (``redis+cluster://host:port``) or a
+Sentinel's master (``redis+sentinel://host:port/<service>``), as ``ddd_celery.redis.connect``
+reads them; a ``sentinel://`` broker with ``broker_transport_options["master_name"]`` gives the
+stores its master. On a cluster the key prefix carries a hash tag, ``{...}``, so that each
+script's keys share a slot: the default becomes ``{ddd_celery}:``, and a prefix given without
+one is refused (docs/howto/redis-cluster.md).
 
 | Setting | Default |
 |---|---|
-| ``ddd_celery_redis_url`` | ``broker_url`` when it is Redis (``None`` given: no Redis store) |
-| ``ddd_celery_key_prefix`` | ``"ddd_celery:"`` |
+| ``ddd_celery_redis_url`` | ``broker_url`` if Redis or Sentinel (``None``: no Redis store) |
+| ``ddd_celery_key_prefix`` | ``"ddd_celery:"``; ``"{ddd_celery}:"`` on a Redis Cluster |
 | ``ddd_celery_late_after_ms`` | ``60000`` |
 | ``ddd_celery_lock_ttl_ms`` | ``900000`` |
 | ``ddd_celery_grace_ms`` | ``30000`` (a stopping worker waits that long for a run) |
@@ -61,6 +69,8 @@ a store of a million jobs a day holds seven million, not every job it ever ran."
 DEFAULT_PURGE_BATCH = 1_000
 """Jobs one purge call of the relay deletes: a few milliseconds of the store's time."""
 
+DEFAULT_KEY_PREFIX = "ddd_celery:"
+"""The key prefix of the stores on one Redis (``{ddd_celery}:`` on a cluster)."""
 PREFIX = "ddd_celery_"
 """Every setting of ddd_celery in ``app.conf`` starts with it; another name under it is refused."""
 REDIS_URL = f"{PREFIX}redis_url"
@@ -81,8 +91,9 @@ class JobsConfig(BaseModel):
 
     redis_url: StrictStr | None = None
     """Where the lock, run state, checkpoints and last runs live; None: no Redis store."""
-    key_prefix: StrictStr = "ddd_celery:"
-    """Put before every key of the stores: the lock's is ``<prefix>job:<name>:<instant>``."""
+    key_prefix: StrictStr | None = None
+    """Put before every key of the stores: the lock's is ``<prefix>job:<name>:<instant>``;
+    None: ``ddd_celery:``, or ``{ddd_celery}:`` on a Redis Cluster."""
     late_after_ms: Annotated[StrictInt, Field(gt=0)] = DEFAULT_LATE_AFTER_MS
     lock_ttl_ms: Annotated[StrictInt, Field(gt=0)] = DEFAULT_LOCK_TTL_MS
     grace_ms: Annotated[StrictInt, Field(ge=0, le=24 * 3_600_000)] = DEFAULT_GRACE_MS
@@ -131,7 +142,9 @@ def read_config(conf: Mapping[str, Any], namespace: str | None = None) -> JobsCo
         if name is not None:
             given[name[len(PREFIX) :]] = conf.get(name)
     if "redis_url" not in given:
-        given["redis_url"] = redis_broker_url(conf.get("broker_url"))
+        given["redis_url"] = redis_broker_url(
+            conf.get("broker_url"), conf.get("broker_transport_options")
+        )
     try:
         return JobsConfig.model_validate(given)
     except ValidationError as error:
@@ -164,14 +177,37 @@ def _setting_name(key: str, namespace: str | None) -> str | None:
     return lowered if lowered.startswith(PREFIX) else None
 
 
-def redis_broker_url(broker_url: object) -> str | None:
-    """The broker's URL when it is a Redis one, else None."""
+def redis_broker_url(broker_url: object, transport_options: object = None) -> str | None:
+    """The broker's URL when it is a Redis one; a Sentinel broker's as ``connect`` reads it
+    (``redis+sentinel://`` its sentinels ``/`` the ``master_name`` of its transport options);
+    else None."""
     if isinstance(broker_url, list | tuple):
-        broker_url = broker_url[0] if broker_url else None
+        broker_url = ";".join(str(url) for url in broker_url)
     if not isinstance(broker_url, str):
         return None
-    first = broker_url.split(";")[0].strip()
-    return first if first.startswith(_REDIS_SCHEMES) else None
+    urls = [url.strip() for url in broker_url.split(";") if url.strip()]
+    if not urls:
+        return None
+    if urls[0].startswith("sentinel://"):
+        options = transport_options if isinstance(transport_options, Mapping) else {}
+        return _sentinel_url(urls, options.get("master_name"))
+    return urls[0] if urls[0].startswith(_REDIS_SCHEMES) else None
+
+
+def _sentinel_url(urls: list[str], master_name: object) -> str | None:
+    """kombu's ``sentinel://[auth@]host:port[/db];sentinel://host:port...`` and its
+    ``master_name`` as one ``redis+sentinel://[auth@]host:port,host:port/<master>[/db]``."""
+    if not isinstance(master_name, str) or not master_name:
+        return None
+    auth, nodes, db = "", [], ""
+    for url in urls:
+        netloc, _, path = url.removeprefix("sentinel://").partition("/")
+        userinfo, at, node = netloc.rpartition("@")
+        if at and not auth:
+            auth = f"{userinfo}@"
+        nodes.append(node)
+        db = db or path.strip("/")
+    return f"redis+sentinel://{auth}{','.join(nodes)}/{master_name}" + (f"/{db}" if db else "")
 
 
 def broker_scheme(broker_url: object) -> str:
@@ -199,13 +235,31 @@ def redis_stores(config: JobsConfig, clock: Clock) -> RedisStores | None:
     )
 
     client = connect(config.redis_url)
-    prefix = config.key_prefix
+    prefix = cluster_prefix(client, config.key_prefix)
     return RedisStores(
         lock=RedisLock(client, prefix=prefix, clock=clock),
         run_state=RedisJobRunState(client, prefix=f"{prefix}run:"),
         checkpoints=RedisJobCheckpoints(client, prefix=f"{prefix}checkpoint:"),
         last_runs=RedisJobLastRuns(client, prefix=f"{prefix}last-run:"),
     )
+
+
+def cluster_prefix(client: object, key_prefix: str | None) -> str:
+    """The key prefix of the stores on ``client``: the one given, or the default; on a cluster
+    the default has a hash tag, and a prefix given without one is refused."""
+    from ddd_celery.redis.connection import is_cluster  # noqa: PLC0415 - Redis is configured
+    from ddd_celery.redis.slots import CLUSTER_PREFIX, hash_tag, tagged  # noqa: PLC0415
+
+    if not is_cluster(client):
+        return DEFAULT_KEY_PREFIX if key_prefix is None else key_prefix
+    if key_prefix is None:
+        return CLUSTER_PREFIX
+    if hash_tag(key_prefix) is None:
+        raise JobsConfigError(
+            f"{PREFIX}key_prefix {key_prefix!r} has no hash tag, and on a Redis Cluster each "
+            f"script's keys must share a slot: set it to {tagged(key_prefix)!r}, for example"
+        )
+    return key_prefix
 
 
 def missing_lock(conf: Mapping[str, Any]) -> JobsConfigError:

@@ -6,6 +6,10 @@ Install the ``redis`` extra; the core never imports this package. Build the clie
 Key layout (each prefix is a constructor argument; a key is its prefix and a name, verbatim,
 so ``redis-cli`` reads it):
 
+On a Redis Cluster (``connect("redis+cluster://...")``) each store refuses a prefix without a
+hash tag, ``{...}``, so that one script's keys share a slot (``slots.py``); on one Redis the
+names below are unchanged.
+
 ``job:<name>:<instant>``
     ``RedisLock``: a string holding the owner token, expiring (PX) with the lease.
 ``ddd_celery:checkpoint:<job>``

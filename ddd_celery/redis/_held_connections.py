@@ -24,6 +24,7 @@ import threading
 from typing import Any
 
 from redis import BlockingConnectionPool, ConnectionPool, Redis
+from redis.cluster import RedisCluster
 
 _PLAIN_POOLS = (ConnectionPool, BlockingConnectionPool)
 
@@ -34,7 +35,7 @@ HELD = True
 class HeldConnections:
     """Runs commands of ``client`` on the connection this thread holds (see the module)."""
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: Redis | RedisCluster) -> None:
         self._client: Any = client
         pool = getattr(client, "connection_pool", None)
         plain = (

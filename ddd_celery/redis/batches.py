@@ -28,6 +28,8 @@ def read_many(
     values: dict[str, Any] = {}
     for start in range(0, len(names), BATCH):
         batch = names[start : start + BATCH]
-        reply = script(args=[prefix, field or "", json.dumps(batch, ensure_ascii=False)])
+        reply = script(
+            keys=[prefix], args=[prefix, field or "", json.dumps(batch, ensure_ascii=False)]
+        )
         values.update(zip(batch, json.loads(reply), strict=True))
     return values

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from redis import Redis
-
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
 from ddd_celery.redis.batches import read_many
+from ddd_celery.redis.connection import RedisClient
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.scripts import register
+from ddd_celery.redis.slots import require_one_slot
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 
 
@@ -25,14 +25,15 @@ class RedisJobCheckpoints(JobCheckpoints):
     asked.
     """
 
-    def __init__(self, client: Redis, *, prefix: str = "ddd_celery:checkpoint:") -> None:
+    def __init__(self, client: RedisClient, *, prefix: str = "ddd_celery:checkpoint:") -> None:
+        require_one_slot(client, "RedisJobCheckpoints", prefix=prefix)
         self._client = client
         self._prefix = prefix
         self._write = register(client, "checkpoint_write.lua", after="occurrence_lib.lua")
         self._read_many = register(client, "json_many.lua")
 
     @property
-    def client(self) -> Redis:
+    def client(self) -> RedisClient:
         """The client this store asks, for a store that joins its keys in one script."""
         return self._client
 

@@ -26,8 +26,6 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from redis import Redis
-
 from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
 from ddd_celery.background.rules import (
     check_listing,
@@ -57,8 +55,10 @@ from ddd_celery.background.store import (
     StoredJob,
 )
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
+from ddd_celery.redis.connection import RedisClient
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.scripts import LuaScript, register
+from ddd_celery.redis.slots import require_one_slot
 
 PURGE_BATCH = 1_000
 """Jobs one purge script deletes at most: a longer script would hold Redis for every client."""
@@ -113,7 +113,8 @@ class RedisJobStore(JobStore):
 
     transactional = False
 
-    def __init__(self, client: Redis, *, prefix: str = "ddd_celery:bg:") -> None:
+    def __init__(self, client: RedisClient, *, prefix: str = "ddd_celery:bg:") -> None:
+        require_one_slot(client, "RedisJobStore", prefix=prefix)
         self._client = client
         self._prefix = prefix
 
@@ -371,7 +372,7 @@ class RedisJobStore(JobStore):
 
     def stats(self) -> JobStats:
         with unavailable_as(StoreUnavailableError, "count the jobs"):
-            by_queue, by_name = self._stats(args=[self._prefix])
+            by_queue, by_name = self._stats(keys=[self._prefix + "stats"], args=[self._prefix])
         return JobStats(_counts(_pairs(by_queue)), by_name=_counts(_pairs(by_name)))
 
     def reindex(self) -> int:

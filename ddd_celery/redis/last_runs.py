@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from redis import Redis
-
 from ddd_celery.kernel.instants import epoch_ms
 from ddd_celery.redis.batches import read_many
+from ddd_celery.redis.connection import RedisClient
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.scripts import register
+from ddd_celery.redis.slots import require_one_slot
 from ddd_celery.scheduling.last_runs import (
     HISTORY_LIMIT,
     JobLastRuns,
@@ -35,7 +35,7 @@ class RedisJobLastRuns(JobLastRuns):
 
     def __init__(
         self,
-        client: Redis,
+        client: RedisClient,
         *,
         prefix: str = "ddd_celery:last-run:",
         history_prefix: str | None = None,
@@ -45,12 +45,15 @@ class RedisJobLastRuns(JobLastRuns):
         self._client = client
         self._prefix = prefix
         self._history_prefix = f"{prefix}history:" if history_prefix is None else history_prefix
+        require_one_slot(
+            client, "RedisJobLastRuns", prefix=prefix, history_prefix=self._history_prefix
+        )
         self._history_limit = history_limit
         self._write = register(client, "last_run_write.lua", after="occurrence_lib.lua")
         self._read_many = register(client, "json_many.lua")
 
     @property
-    def client(self) -> Redis:
+    def client(self) -> RedisClient:
         """The client this store asks, for a store that joins its keys in one script."""
         return self._client
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
-from redis import Redis
+from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from ddd_celery.kernel.clock import Clock, SystemClock
 from ddd_celery.kernel.lock import Lease, Lock, LockUnavailableError
+from ddd_celery.redis.connection import RedisClient
 from ddd_celery.redis.errors import unavailable_as
 from ddd_celery.redis.scripts import register
 
@@ -27,14 +29,16 @@ class RedisLock(Lock):
     lease never claims more than Redis grants (clocks agreeing).
     """
 
-    def __init__(self, client: Redis, *, prefix: str = "", clock: Clock | None = None) -> None:
+    def __init__(
+        self, client: RedisClient, *, prefix: str = "", clock: Clock | None = None
+    ) -> None:
         self._client = client
         self._prefix = prefix
         self._clock = clock or SystemClock()
         self._release = register(client, "release.lua", after="occurrence_lib.lua")
 
     @property
-    def client(self) -> Redis:
+    def client(self) -> RedisClient:
         """The client this store asks, for a store that joins its keys in one script."""
         return self._client
 
@@ -87,8 +91,12 @@ class RedisLock(Lock):
         return bool(released)
 
 
-def redis_address(client: Redis) -> str:
-    """``Redis at host:port db N`` (or its socket path) of a client; never a password."""
+def redis_address(client: RedisClient) -> str:
+    """``Redis at host:port db N`` (or its socket path) of a client, ``Redis Cluster at
+    host:port`` (a node it started from) of a cluster's; never a password."""
+    if isinstance(client, RedisCluster):
+        node: Any = client.get_default_node()  # type: ignore[no-untyped-call]
+        return f"Redis Cluster at {node.host}:{node.port}" if node else "Redis Cluster"
     kwargs = client.connection_pool.connection_kwargs
     where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
     return f"Redis at {where} db {kwargs.get('db', 0)}"

@@ -8,14 +8,17 @@ import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
-from redis import Redis
+from redis.cluster import RedisCluster
 
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
 from ddd_celery.kernel.lock import Lease, LockUnavailableError
+from ddd_celery.redis.connection import RedisClient
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.scripts import register
+from ddd_celery.redis.slots import require_one_slot
 from ddd_celery.scheduling.last_runs import run_as_dict
 from ddd_celery.scheduling.occurrence_store import (
     IN_THE_LOCK,
@@ -32,8 +35,9 @@ holds Redis for long."""
 
 _CLAIMS = {claim.value: claim for claim in Claim}
 
-_UNUSED = "ddd_celery:unused"
-"""The key name passed where a script reads no key (no lock, no checkpoint): never touched."""
+_UNUSED = "unused"
+"""After the run states' prefix, the key name passed where a script reads no key (no lock, no
+checkpoint): never touched, and in the prefixes' slot on a Redis Cluster."""
 
 
 class RedisOccurrenceStore(OccurrenceStore):
@@ -53,7 +57,7 @@ class RedisOccurrenceStore(OccurrenceStore):
 
     def __init__(
         self,
-        client: Redis,
+        client: RedisClient,
         *,
         clock: Clock,
         lock_prefix: str,
@@ -64,7 +68,24 @@ class RedisOccurrenceStore(OccurrenceStore):
     ) -> None:
         """``history``: the prefix of the last runs' history lists and their bound, for the
         record ``end`` keeps (``RedisJobLastRuns.history_prefix`` and ``history_limit``)."""
+        history_prefix = None if history is None else history[0]
+        require_one_slot(
+            client,
+            "RedisOccurrenceStore",
+            **{
+                f"{store} prefix": prefix
+                for store, prefix in (
+                    ("lock", lock_prefix),
+                    ("run state", run_prefix),
+                    ("checkpoint", checkpoint_prefix),
+                    ("last run", last_run_prefix),
+                    ("history", history_prefix),
+                )
+                if prefix is not None
+            },
+        )
         self._client = client
+        self._unused = run_prefix + _UNUSED
         self._clock = clock
         self._lock_prefix = lock_prefix
         self._run_prefix = run_prefix
@@ -142,7 +163,7 @@ class RedisOccurrenceStore(OccurrenceStore):
         asked_at = self._clock.now()
         try:
             with unavailable_as(LockUnavailableError, "begin the occurrences due"):
-                answers = json.loads(self._begin_script(args=args))
+                answers = json.loads(self._begin_script(keys=[self._run_prefix], args=args))
         except LockUnavailableError as error:
             for beginning in batch:
                 beginning.error, beginning.failed_in = error, IN_THE_LOCK
@@ -176,7 +197,7 @@ class RedisOccurrenceStore(OccurrenceStore):
         if key is not None and token is None:
             return None  # never asked for the lock: no claim of this beat's to end
         keys = [
-            _UNUSED if key is None else self._lock_prefix + key,
+            self._unused if key is None else self._lock_prefix + key,
             self._run_prefix + beginning.job,
         ]
         at = epoch_ms(to_utc(beginning.scheduled_at, "scheduled_at"))
@@ -197,8 +218,8 @@ class RedisOccurrenceStore(OccurrenceStore):
         history_prefix, history_limit = self._history or (None, 0)
         keys = [
             self._run_prefix + job,
-            _UNUSED if self._last_run_prefix is None else self._last_run_prefix + job,
-            _UNUSED if history_prefix is None else history_prefix + job,
+            self._unused if self._last_run_prefix is None else self._last_run_prefix + job,
+            self._unused if history_prefix is None else history_prefix + job,
         ]
         args: list[str | int] = [
             epoch_ms(to_utc(scheduled_at, "scheduled_at")),
@@ -215,9 +236,18 @@ class RedisOccurrenceStore(OccurrenceStore):
         return RunEnd(None if promoted is None else from_epoch_ms(promoted))
 
 
-def same_server(one: Redis, other: Redis) -> bool:
-    """Whether two clients reach the same Redis database, so one script may touch both's keys."""
-    if one is other or one.connection_pool is other.connection_pool:
+def same_server(one: RedisClient, other: RedisClient) -> bool:
+    """Whether two clients reach the same Redis database, so one script may touch both's keys
+    (two cluster clients: one that knows a node the other knows)."""
+    if one is other:
+        return True
+    if isinstance(one, RedisCluster) and isinstance(other, RedisCluster):
+        nodes: Any = one.get_nodes()  # type: ignore[no-untyped-call]
+        others: Any = other.get_nodes()  # type: ignore[no-untyped-call]
+        return not {node.name for node in nodes}.isdisjoint(node.name for node in others)
+    if isinstance(one, RedisCluster) or isinstance(other, RedisCluster):
+        return False
+    if one.connection_pool is other.connection_pool:
         return True
     fields = ("host", "port", "db", "path", "username")
     mine, theirs = one.connection_pool.connection_kwargs, other.connection_pool.connection_kwargs

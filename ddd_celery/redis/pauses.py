@@ -6,8 +6,7 @@ import json
 from collections.abc import Mapping
 from datetime import datetime
 
-from redis import Redis
-
+from ddd_celery.redis.connection import RedisClient
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.scheduling.pauses import (
     JobPauses,
@@ -27,12 +26,12 @@ class RedisJobPauses(JobPauses):
     be asked.
     """
 
-    def __init__(self, client: Redis, *, prefix: str = "ddd_celery:") -> None:
+    def __init__(self, client: RedisClient, *, prefix: str = "ddd_celery:") -> None:
         self._client = client
         self._key = f"{prefix}pauses"
 
     @property
-    def client(self) -> Redis:
+    def client(self) -> RedisClient:
         """The client this store asks, for the line that says it cannot be reached."""
         return self._client
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from redis import Redis
-
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, iso_ms, to_utc
 from ddd_celery.kernel.lock import Lock
 from ddd_celery.redis.batches import read_many
 from ddd_celery.redis.checkpoints import RedisJobCheckpoints
+from ddd_celery.redis.connection import RedisClient
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.last_runs import RedisJobLastRuns
 from ddd_celery.redis.lock import RedisLock
 from ddd_celery.redis.occurrence_store import RedisOccurrenceStore, same_server
 from ddd_celery.redis.scripts import register
+from ddd_celery.redis.slots import require_one_slot, same_slot
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.occurrence_store import OccurrenceStore
@@ -33,7 +33,8 @@ class RedisJobRunState(JobRunState):
     Raises ``StoreUnavailableError`` when Redis cannot be asked.
     """
 
-    def __init__(self, client: Redis, *, prefix: str = "ddd_celery:run:") -> None:
+    def __init__(self, client: RedisClient, *, prefix: str = "ddd_celery:run:") -> None:
+        require_one_slot(client, "RedisJobRunState", prefix=prefix)
         self._client = client
         self._prefix = prefix
         self._claim = register(client, "run_claim.lua", after="occurrence_lib.lua")
@@ -91,6 +92,11 @@ class RedisJobRunState(JobRunState):
             isinstance(last_runs, RedisJobLastRuns) and same_server(self._client, last_runs.client)
         ):
             return None
+        prefixes = [lock.prefix, self._prefix]
+        prefixes += [] if checkpoints is None else [checkpoints.prefix]
+        prefixes += [] if last_runs is None else [last_runs.prefix, last_runs.history_prefix]
+        if not same_slot(self._client, *prefixes):
+            return None  # a cluster's slots apart: each store's own scripts, composed
         return RedisOccurrenceStore(
             self._client,
             clock=lock.clock,

@@ -7,13 +7,13 @@ from importlib import resources
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from redis import Redis
 from redis.exceptions import NoScriptError
 
 from ddd_celery.redis import _held_connections
 from ddd_celery.redis._held_connections import HeldConnections
+from ddd_celery.redis.connection import RedisClient
 
-_HELD: WeakKeyDictionary[Redis, HeldConnections] = WeakKeyDictionary()
+_HELD: WeakKeyDictionary[RedisClient, HeldConnections] = WeakKeyDictionary()
 """One ``HeldConnections`` per client: every store of a client shares a thread's connection."""
 
 
@@ -27,7 +27,7 @@ class LuaScript:
     ``_held_connections.HELD`` false every call is that ``Script``'s.
     """
 
-    def __init__(self, client: Redis, source: str) -> None:
+    def __init__(self, client: RedisClient, source: str) -> None:
         self._connections = held_connections(client)
         self._script = client.register_script(source)
 
@@ -40,7 +40,7 @@ class LuaScript:
             return self._script(keys=list(keys), args=list(args))
 
 
-def register(client: Redis, name: str, *, after: str | None = None) -> LuaScript:
+def register(client: RedisClient, name: str, *, after: str | None = None) -> LuaScript:
     """``lua/<name>`` on ``client``, preceded by ``lua/<after>`` (helpers it shares) if given.
 
     Each call is one EVALSHA round trip; the first time Redis answers NOSCRIPT (a new or
@@ -53,7 +53,7 @@ def register(client: Redis, name: str, *, after: str | None = None) -> LuaScript
     return LuaScript(client, source)
 
 
-def held_connections(client: Redis) -> HeldConnections:
+def held_connections(client: RedisClient) -> HeldConnections:
     """The ``HeldConnections`` of ``client``, shared by every store built on it."""
     held = _HELD.get(client)
     if held is None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from redis import Redis
+from redis_servers import redis_cluster
 from services import DATABASE_URL, REDIS_URL
 from sqlalchemy import Engine, create_engine, delete, update
 from sqlalchemy.orm import sessionmaker
@@ -39,6 +40,7 @@ from ddd_celery.redis import (
     RedisLock,
     connect,
 )
+from ddd_celery.redis.connection import RedisClient
 from ddd_celery.redis.occurrence_store import RedisOccurrenceStore
 from ddd_celery.redis.pauses import RedisJobPauses
 from ddd_celery.scheduling.checkpoints import InMemoryJobCheckpoints
@@ -86,7 +88,11 @@ UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"
 
 IN_A_UNIT_OF_WORK = "in a unit of work"
 ONE_PORT_AT_A_TIME = "one port at a time"
-MARKS = {"redis": pytest.mark.redis, "postgresql": pytest.mark.postgres}
+MARKS = {
+    "redis": pytest.mark.redis,
+    "redis-cluster": pytest.mark.cluster,
+    "postgresql": pytest.mark.postgres,
+}
 """The marker of each service a case needs: ``-m 'not redis'`` leaves its cases out."""
 
 
@@ -105,15 +111,20 @@ def adapter(service: str, variant: str | None = None) -> Any:
     return pytest.param(Adapter(service, variant), marks=MARKS.get(service, ()), id=name)
 
 
-LOCKS = [adapter("memory"), adapter("redis"), adapter("postgresql"), adapter("sqlite")]
-CHECKPOINTS = [adapter("memory"), adapter("redis"), adapter("postgresql"), adapter("sqlite")]
-RUN_STATES = [adapter("memory"), adapter("redis"), adapter("postgresql"), adapter("sqlite")]
-LAST_RUNS = [adapter("memory"), adapter("redis"), adapter("postgresql"), adapter("sqlite")]
-PAUSES = [adapter("memory"), adapter("redis"), adapter("postgresql"), adapter("sqlite")]
+EVERY_FAMILY = [
+    adapter("memory"),
+    adapter("redis"),
+    adapter("redis-cluster"),
+    adapter("postgresql"),
+    adapter("sqlite"),
+]
+LOCKS = CHECKPOINTS = RUN_STATES = LAST_RUNS = PAUSES = EVERY_FAMILY
 OCCURRENCE_STORES = [
     adapter("memory"),
     adapter("redis"),
     adapter("redis", ONE_PORT_AT_A_TIME),
+    adapter("redis-cluster"),
+    adapter("redis-cluster", ONE_PORT_AT_A_TIME),
     adapter("postgresql"),
     adapter("sqlite"),
 ]
@@ -121,6 +132,7 @@ JOB_STORES = [
     adapter("memory"),
     adapter("memory", IN_A_UNIT_OF_WORK),
     adapter("redis"),
+    adapter("redis-cluster"),
     adapter("postgresql"),
     adapter("postgresql", IN_A_UNIT_OF_WORK),
     adapter("sqlite"),
@@ -140,8 +152,10 @@ def service_of(request: pytest.FixtureRequest) -> RedisNamespace | Database | No
     service = request.param.service
     if service == "memory":
         return None
-    if service == "redis":
-        namespace: RedisNamespace = request.getfixturevalue("redis_namespace")
+    if service in ("redis", "redis-cluster"):
+        namespace: RedisNamespace = request.getfixturevalue(
+            f"{service.replace('-', '_')}_namespace"
+        )
         return namespace
     database: Database = request.getfixturevalue(f"{service}_database")
     return database
@@ -152,10 +166,11 @@ def service_of(request: pytest.FixtureRequest) -> RedisNamespace | Database | No
 
 @dataclass(frozen=True, slots=True)
 class RedisNamespace:
-    """Two clients of the same Redis, as two processes hold them, and the prefix of a test."""
+    """Two clients of the same Redis (or Redis Cluster), as two processes hold them, and the
+    prefix of a test (with a hash tag on a cluster: its keys in one slot)."""
 
-    client: Redis
-    peer: Redis
+    client: RedisClient
+    peer: RedisClient
     prefix: str
 
     def elapse(self, ms: int) -> None:
@@ -184,6 +199,27 @@ def redis_clients() -> Iterator[tuple[Redis, Redis]]:
 def redis_namespace(redis_clients: tuple[Redis, Redis]) -> Iterator[RedisNamespace]:
     client, peer = redis_clients
     namespace = RedisNamespace(client, peer, f"test:contracts:{uuid.uuid4().hex}:")
+    yield namespace
+    for key in client.scan_iter(match=f"{namespace.prefix}*"):
+        client.delete(key)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_clients() -> Iterator[tuple[RedisClient, RedisClient]]:
+    """A three-master Redis Cluster of this run's own, on free local ports."""
+    with redis_cluster() as cluster:
+        client, peer = connect(cluster.url), connect(cluster.url)
+        yield client, peer
+        client.close()
+        peer.close()
+
+
+@pytest.fixture
+def redis_cluster_namespace(
+    redis_cluster_clients: tuple[RedisClient, RedisClient],
+) -> Iterator[RedisNamespace]:
+    client, peer = redis_cluster_clients
+    namespace = RedisNamespace(client, peer, f"test:{{contracts:{uuid.uuid4().hex}}}:")
     yield namespace
     for key in client.scan_iter(match=f"{namespace.prefix}*"):
         client.delete(key)
@@ -362,7 +398,7 @@ class UnreachableRunState(InMemoryJobRunState):
 
 
 def redis_ports(
-    client: Redis, redis: RedisNamespace, clock: FixedClock
+    client: RedisClient, redis: RedisNamespace, clock: FixedClock
 ) -> tuple[RedisLock, RedisJobRunState, RedisJobCheckpoints, RedisJobLastRuns]:
     """The four Redis ports beat uses, on ``client``, under the test's prefix."""
     return (

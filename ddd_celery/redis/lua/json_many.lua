@@ -7,8 +7,10 @@
 -- answer is the values joined as they are: one reply to decode, not one per key.
 --
 -- Keys
---   none given: `<ARGV[1]><job>` for each job of ARGV[3] (a checkpoint, a run state, a last
---   run); a prefix with a hash tag keeps them in one Redis Cluster slot.
+--   KEYS[1]  the prefix, never read: it routes the call to the prefix's slot on a Redis
+--            Cluster (where the prefix carries a hash tag, ddd_celery/redis/slots.py)
+--   and, built here, `<ARGV[1]><job>` for each job of ARGV[3] (a checkpoint, a run state, a
+--   last run).
 -- Arguments
 --   ARGV[1]  the prefix of the keys
 --   ARGV[2]  the field of each hash to read (`running`, `run`), or '' for each key's string

@@ -14,7 +14,9 @@
 -- queued under that token answers 'started' or 'queued' again, changing nothing.
 --
 -- Keys
---   none given, each built here: the lock `<ARGV[1]>job:<name>:<instant>`, the run state
+--   KEYS[1]  the run states' prefix, never read: it routes the call to the prefixes' slot on a
+--            Redis Cluster (ddd_celery/redis/slots.py)
+--   and, built here: the lock `<ARGV[1]>job:<name>:<instant>`, the run state
 --   `<ARGV[2]><job>`, the checkpoint `<ARGV[3]><job>` (see occurrence_lib.lua); a prefix with
 --   a hash tag keeps them in one Redis Cluster slot.
 -- Arguments

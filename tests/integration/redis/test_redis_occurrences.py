@@ -76,6 +76,6 @@ def test_begin_sends_a_batch_as_one_call_of_a_few_arguments(
     store.begin(batch)
 
     assert [command[0] for command in commands] == ["EVALSHA"] * 3
-    assert {len(command) for command in commands} == {10}  # sha, no keys, 7 arguments
+    assert {len(command) for command in commands} == {11}  # sha, the routing key, 7 arguments
     assert len({begun.token for begun in batch}) == len(batch)
     assert all(begun.claimed is Claim.STARTED for begun in batch)

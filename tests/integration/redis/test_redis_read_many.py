@@ -64,4 +64,4 @@ def test_read_many_is_one_call_per_thousand_jobs(
         assert set(read_many(jobs).values()) == {None}
 
     assert [command[0] for command in commands] == ["EVALSHA"] * 9
-    assert {len(command) for command in commands} == {6}  # sha, no key, prefix, field, names
+    assert {len(command) for command in commands} == {7}  # sha, routing key, prefix, field, names
