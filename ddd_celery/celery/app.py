@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from celery.signals import beat_init, task_revoked, worker_init
+from celery.signals import beat_init, task_failure, task_revoked, worker_init
 
 from ddd_celery.celery.beat_entries import translate_beat_schedule
 from ddd_celery.celery.config import missing_lock, redis_stores
@@ -46,6 +46,8 @@ from ddd_celery.celery.registry import (
     check_providers,
 )
 from ddd_celery.celery.tasks import on_task_revoked, register_job_task
+from ddd_celery.celery.tenant_tasks import on_tenant_task_failure, register_tenant_task
+from ddd_celery.declarations.options import TenantRuns
 from ddd_celery.declarations.schedule import ParsedJobSchedule
 from ddd_celery.declarations.scheduled import ScheduledJobDeclaration, declaration_of
 from ddd_celery.kernel.clock import Clock, SystemClock
@@ -215,7 +217,12 @@ def install_jobs(
     for job in all_jobs:
         if job.declared:
             register_job_task(app, job)
+            if job.schedule.options.tenant_runs is TenantRuns.SPREAD:
+                register_tenant_task(app, job)
     task_revoked.connect(on_task_revoked, weak=False, dispatch_uid=on_task_revoked.__qualname__)
+    task_failure.connect(
+        on_tenant_task_failure, weak=False, dispatch_uid=on_tenant_task_failure.__qualname__
+    )
     beat_init.connect(warn_of_another_scheduler, weak=False, dispatch_uid=BEAT_INIT_UID)
     for starting in (worker_init, beat_init):
         starting.connect(refuse_pickle_at_start, weak=False, dispatch_uid=PICKLE_UID)

@@ -39,6 +39,7 @@ from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError,
 from ddd_celery.celery.promotion import conclude_run, end_run
 from ddd_celery.celery.registry import ATTRIBUTE, CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.shutdown import RUNS
+from ddd_celery.celery.spread import spread_occurrence, spreads
 from ddd_celery.celery.tracing import TraceparentScope, run_span
 from ddd_celery.celery.watchdog import WATCHDOG, Watch
 from ddd_celery.declarations.execution import JobExecution
@@ -192,6 +193,8 @@ def run_message(
     message = read_occurrence(registry, job, kwargs)
     if message is None:
         return None
+    if spreads(registry, job, message):
+        return spread_occurrence(app, registry, job, message)
     run = OccurrenceRun(
         registry,
         job,
@@ -285,11 +288,14 @@ class OccurrenceRun:
         tenant_id: str | None,
         app: Any | None,
         carrier: Any = None,
+        started_at: datetime | None = None,
     ) -> None:
         """``app`` is the worker's: the run is ended in the run state and sends on what waited.
 
         None for ``run_now``, which leaves the run state alone. ``carrier`` holds the headers
-        of the message, whose trace the run's span continues.
+        of the message, whose trace the run's span continues. ``started_at``: when the
+        occurrence started, if before this run (a tenant run of a spread occurrence keeps the
+        occurrence's deadline); now by default.
         """
         self._registry = registry
         self._job = job
@@ -298,7 +304,7 @@ class OccurrenceRun:
         self._carrier = carrier
         self._scope = registry.scope
         self._controller = AbortController()
-        started_at = registry.clock.now()
+        started_at = started_at or registry.clock.now()
         self._attempt = Attempt(
             job=job.name,
             scheduled_at=scheduled_at,

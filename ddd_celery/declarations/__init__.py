@@ -11,7 +11,13 @@ from ddd_celery.declarations.background import (
 )
 from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.execution import JobExecution
-from ddd_celery.declarations.options import JobOptions, MissedPolicy, OverlapPolicy, Tenancy
+from ddd_celery.declarations.options import (
+    JobOptions,
+    MissedPolicy,
+    OverlapPolicy,
+    Tenancy,
+    TenantRuns,
+)
 from ddd_celery.declarations.schedule import (
     CronRule,
     IntervalRule,
@@ -43,6 +49,7 @@ __all__ = [
     "ScheduledJob",
     "ScheduledJobDeclaration",
     "Tenancy",
+    "TenantRuns",
     "background",
     "background_declaration_of",
     "collect_background_jobs",

@@ -31,6 +31,16 @@ class Tenancy(StrEnum):
     PER_TENANT = "per-tenant"
 
 
+class TenantRuns(StrEnum):
+    """How the tenant runs of one occurrence of a per-tenant job are carried out."""
+
+    IN_TURN = "in-turn"
+    """One after the other, in the process that runs the occurrence (the seeds' way)."""
+    SPREAD = "spread"
+    """One task per tenant, over the workers; the last tenant to end records the occurrence.
+    A driver that runs in one process (the in-process scheduler, ``run_now``) runs them in turn."""
+
+
 @dataclass(frozen=True, slots=True)
 class JobOptions:
     """The options written next to a schedule, checked by ``parse_job_schedule``."""
@@ -42,3 +52,4 @@ class JobOptions:
     enabled: bool = True
     single_instance: bool = True
     tenancy: Tenancy = Tenancy.GLOBAL
+    tenant_runs: TenantRuns = TenantRuns.IN_TURN

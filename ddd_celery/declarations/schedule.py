@@ -18,7 +18,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ddd_celery.declarations.cron import CronFields, parse_cron
 from ddd_celery.declarations.errors import DeclarationError
-from ddd_celery.declarations.options import JobOptions, MissedPolicy, OverlapPolicy, Tenancy
+from ddd_celery.declarations.options import (
+    JobOptions,
+    MissedPolicy,
+    OverlapPolicy,
+    Tenancy,
+    TenantRuns,
+)
 
 _UNITS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1_000, "ms": 1}
 _MAX_DIGITS = 12
@@ -204,10 +210,18 @@ def _zone(name: object) -> ZoneInfo:
 
 def _options(schedule: Mapping[str, Any]) -> JobOptions:
     given = {key: read(schedule[key], key) for key, read in _OPTIONS.items() if key in schedule}
-    return JobOptions(**given)
+    options = JobOptions(**given)
+    if options.tenant_runs is TenantRuns.SPREAD and options.tenancy is Tenancy.GLOBAL:
+        raise DeclarationError(
+            "'tenant_runs' 'spread' spreads the runs of each tenant: it needs "
+            "'tenancy' 'per-tenant' (a global job has one run per occurrence)"
+        )
+    return options
 
 
-def _choice(kind: type[OverlapPolicy] | type[MissedPolicy] | type[Tenancy]) -> Callable[..., Any]:
+def _choice(
+    kind: type[OverlapPolicy] | type[MissedPolicy] | type[Tenancy] | type[TenantRuns],
+) -> Callable[..., Any]:
     def read(value: object, key: str) -> object:
         allowed = [member.value for member in kind]
         if not isinstance(value, str) or value not in allowed:
@@ -260,4 +274,5 @@ _OPTIONS: dict[str, Callable[..., Any]] = {
     "enabled": _flag,
     "single_instance": _flag,
     "tenancy": _choice(Tenancy),
+    "tenant_runs": _choice(TenantRuns),
 }

@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from ddd_celery.declarations.errors import DeclarationError
 from ddd_celery.declarations.execution import JobExecution
 from ddd_celery.declarations.names import check_job_name, reserve_job_name
-from ddd_celery.declarations.options import MissedPolicy, OverlapPolicy, Tenancy
+from ddd_celery.declarations.options import MissedPolicy, OverlapPolicy, Tenancy, TenantRuns
 from ddd_celery.declarations.schedule import ParsedJobSchedule, parse_job_schedule
 
 
@@ -63,6 +63,7 @@ def scheduled(
     enabled: bool = True,
     single_instance: bool = True,
     tenancy: Tenancy | Literal["global", "per-tenant"] = Tenancy.GLOBAL,
+    tenant_runs: TenantRuns | Literal["in-turn", "spread"] = TenantRuns.IN_TURN,
 ) -> Callable[[_J], _J]:
     """Declare the decorated class a scheduled job named ``name``; the class is returned as is.
 
@@ -79,6 +80,7 @@ def scheduled(
         "enabled": enabled,
         "single_instance": single_instance,
         "tenancy": tenancy,
+        "tenant_runs": tenant_runs,
     }
     if every is not None:
         schedule["every"] = every

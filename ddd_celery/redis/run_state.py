@@ -16,10 +16,12 @@ from ddd_celery.redis.lock import RedisLock
 from ddd_celery.redis.occurrence_store import RedisOccurrenceStore, same_server
 from ddd_celery.redis.scripts import register
 from ddd_celery.redis.slots import require_one_slot, same_slot
+from ddd_celery.redis.tenant_runs import RedisJobTenantRuns
 from ddd_celery.scheduling.checkpoints import JobCheckpoints
 from ddd_celery.scheduling.last_runs import JobLastRuns
 from ddd_celery.scheduling.occurrence_store import OccurrenceStore
 from ddd_celery.scheduling.run_state import Claim, JobRunState
+from ddd_celery.scheduling.tenant_runs import JobTenantRuns
 
 
 class RedisJobRunState(JobRunState):
@@ -41,6 +43,7 @@ class RedisJobRunState(JobRunState):
         self._finish = register(client, "run_finish.lua", after="occurrence_lib.lua")
         self._drop_queued = register(client, "run_drop_queued.lua", after="occurrence_lib.lua")
         self._read_many = register(client, "json_many.lua")
+        self._tenant_runs = RedisJobTenantRuns(client, prefix=f"{prefix}tenants:")
 
     def claim(self, job: str, scheduled_at: datetime, *, queue: bool, ttl_ms: int) -> Claim:
         at = epoch_ms(to_utc(scheduled_at, "scheduled_at"))
@@ -72,6 +75,10 @@ class RedisJobRunState(JobRunState):
         return {
             job: None if value is None else from_epoch_ms(value) for job, value in values.items()
         }
+
+    def tenant_runs(self) -> JobTenantRuns:
+        """The joins of spread occurrences on this client, under ``<prefix>tenants:``."""
+        return self._tenant_runs
 
     def occurrence_store(
         self, lock: Lock, checkpoints: JobCheckpoints | None, last_runs: JobLastRuns | None

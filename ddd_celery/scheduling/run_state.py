@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.instants import to_utc
+from ddd_celery.scheduling.tenant_runs import InMemoryJobTenantRuns, JobTenantRuns
 
 if TYPE_CHECKING:
     from ddd_celery.kernel.lock import Lock
@@ -105,6 +106,14 @@ class JobRunState(ABC):
         """
         return None
 
+    def tenant_runs(self) -> JobTenantRuns | None:
+        """The joins of spread occurrences (``tenant_runs: 'spread'``), kept beside this state.
+
+        None (this default) when this store keeps none: a spread job then runs its tenants in
+        turn, in the task of the occurrence.
+        """
+        return None
+
 
 @dataclass(slots=True)
 class _Slot:
@@ -120,6 +129,7 @@ class InMemoryJobRunState(JobRunState):
         self._clock = clock
         self._slots: dict[str, _Slot] = {}
         self._mutex = threading.Lock()
+        self._tenant_runs: JobTenantRuns | None = None
 
     def claim(self, job: str, scheduled_at: datetime, *, queue: bool, ttl_ms: int) -> Claim:
         instant = to_utc(scheduled_at, "scheduled_at")
@@ -162,6 +172,13 @@ class InMemoryJobRunState(JobRunState):
         with self._mutex:
             slot = self._live(job)
             return None if slot is None else slot.running
+
+    def tenant_runs(self) -> JobTenantRuns:
+        """The joins of this process, on the same clock (a solo worker's, a test's)."""
+        with self._mutex:
+            if self._tenant_runs is None:
+                self._tenant_runs = InMemoryJobTenantRuns(self._clock)
+            return self._tenant_runs
 
     def _live(self, job: str) -> _Slot | None:
         slot = self._slots.get(job)

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from ddd_celery.declarations.errors import DeclarationError
-from ddd_celery.declarations.options import MissedPolicy, OverlapPolicy, Tenancy
+from ddd_celery.declarations.options import MissedPolicy, OverlapPolicy, Tenancy, TenantRuns
 from ddd_celery.declarations.schedule import IntervalRule, ParsedJobSchedule, parse_job_schedule
 from ddd_celery.declarations.scheduled import ScheduledJobDeclaration
 from ddd_celery.scheduling.errors import InvalidJobSettingsError, UnknownJobError
@@ -60,6 +60,7 @@ class JobSettings(BaseModel):
     jitter_ms: Annotated[StrictInt, Field(ge=0)] | None = None
     single_instance: StrictBool | None = None
     tenancy: Tenancy | None = None
+    tenant_runs: TenantRuns | None = None
 
     def options(self) -> dict[str, Any]:
         """The options these settings give, keyed as ``parse_job_schedule`` reads them."""

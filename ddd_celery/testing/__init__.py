@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ddd_celery.scheduling.last_runs import InMemoryJobLastRuns
     from ddd_celery.scheduling.pauses import InMemoryJobPauses
     from ddd_celery.scheduling.run_state import InMemoryJobRunState
+    from ddd_celery.scheduling.tenant_runs import InMemoryJobTenantRuns
     from ddd_celery.testing.job_ports import assert_jobs_take_ports
     from ddd_celery.testing.manual import ManualJobScheduler, ManualJobTimers
     from ddd_celery.testing.wired import manual_scheduler_for
@@ -44,6 +45,7 @@ _MODULES = {
     "InMemoryJobPauses": "ddd_celery.scheduling.pauses",
     "InMemoryJobRunState": "ddd_celery.scheduling.run_state",
     "InMemoryJobStore": "ddd_celery.background.memory",
+    "InMemoryJobTenantRuns": "ddd_celery.scheduling.tenant_runs",
     "InMemoryLock": "ddd_celery.kernel.lock",
     "InMemoryMetrics": "ddd_celery.kernel.metrics",
     "InMemoryProcessStore": "ddd_celery.processes.memory",
@@ -66,6 +68,7 @@ __all__ = [
     "InMemoryJobPauses",
     "InMemoryJobRunState",
     "InMemoryJobStore",
+    "InMemoryJobTenantRuns",
     "InMemoryLock",
     "InMemoryMetrics",
     "InMemoryProcessStore",
