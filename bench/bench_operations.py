@@ -10,7 +10,7 @@
    of their jobs finished, one in ten ready, a backlog): ``claim_job`` as a task's message
    claims (``tasks.py``), ``claim_due`` of one job as a polling worker claims (the earliest
    due of the queue's backlog), and the conclusions ``Attempt`` sends (``complete``, ``fail``
-   with a retry, ``fail`` for the last time: dead); two fresh jobs added (untimed) per round
+   with a retry, ``fail`` for the last time: dead); three fresh jobs added (untimed) a round
    keep the backlog's size. The median of ``--pages`` rounds, side by side with the ratio.
    Goal: about 1x (a claim reads its queue's index from its earliest due job, a conclusion
    the job's row).
@@ -381,7 +381,7 @@ def worker_round(store: JobStore) -> Callable[[], dict[str, float]]:
 
     def one_round() -> dict[str, float]:
         now = datetime.now(UTC)
-        fresh = [f"work-{uuid.uuid4().hex}" for _ in range(2)]
+        fresh = [f"work-{uuid.uuid4().hex}" for _ in range(3)]  # one claimed by id, two polled
         for job_id in fresh:
             store.add(due_job(job_id, now), dispatched=True)
         now = datetime.now(UTC)
