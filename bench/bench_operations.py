@@ -6,7 +6,15 @@
    and among ``--jobs``, on ``RedisJobStore`` and ``SqlJobStore``; the median of ``--pages``
    pages, the two sizes alternating, side by side with the ratio. Goal: about 1x (each query
    reads an index from its cursor, never the jobs before it).
-2. Retention: ``--jobs`` finished jobs (four in five succeeded, one cancelled, finished 8 and 9
+2. Work: what a worker asks of the store for each job, on the same two stores (seven in ten
+   of their jobs finished, one in ten ready, a backlog): ``claim_job`` as a task's message
+   claims (``tasks.py``), ``claim_due`` of one job as a polling worker claims (the earliest
+   due of the queue's backlog), and the conclusions ``Attempt`` sends (``complete``, ``fail``
+   with a retry, ``fail`` for the last time: dead); three fresh jobs added (untimed) a round
+   keep the backlog's size. The median of ``--pages`` rounds, side by side with the ratio.
+   Goal: about 1x (a claim reads its queue's index from its earliest due job, a conclusion
+   the job's row).
+3. Retention: ``--jobs`` finished jobs (four in five succeeded, one cancelled, finished 8 and 9
    days ago) and one dead job per hundred, purged by the relay (``Relay.run`` once a second as
    beat runs it, its defaults: batches of 1,000 at most 20 a pass, in the first 250 ms of the
    pass, after publishing) while ``--rate`` due jobs a second are added for it to publish. Its
@@ -22,7 +30,7 @@ key is under a prefix of the run, every table under a prefix of its own, deleted
 Every number depends on the machine: the header says how many cores and how loaded they were,
 since the servers and this process share them.
 
-    python bench/bench_operations.py [--jobs 1000000] [--only list,purge,redis,postgresql]
+    python bench/bench_operations.py [--jobs 1000000] [--only list,work,purge,redis,postgresql]
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +59,10 @@ from redis import Redis
 from sqlalchemy import Engine, create_engine, text
 
 from ddd_celery.background.store import (
+    ClaimedJob,
     EnqueuedBy,
     JobFilter,
+    JobLease,
     JobState,
     JobStatus,
     JobStore,
@@ -78,8 +89,9 @@ REDIS_CHUNK = 2_000
 """Jobs one fill script writes: about 20 ms of Redis, so other clients are never held long."""
 SQL_CHUNK = 100_000
 STORES = ("redis", "postgresql")
-SECTIONS = ("list", "purge")
+SECTIONS = ("list", "work", "purge")
 NAMES = {"redis": "Redis", "postgresql": "PostgreSQL"}
+WORKER = "celery@bench"
 
 
 def progress(text: str) -> None:
@@ -307,35 +319,108 @@ def timed_ms(call: Callable[[], object]) -> float:
     return (time.perf_counter() - began) * 1000
 
 
-def listing(bench: Bench, kind: str, jobs: int, pages: int) -> tuple[dict[str, list[float]], float]:
-    """ms per page among ``SMALL`` and among ``jobs`` jobs, by query; and the big fill's s."""
-    now = datetime.now(UTC)
-    base = now - timedelta(days=9)
+def filled(bench: Bench, kind: str, jobs: int, now: datetime) -> tuple[list[JobStore], float]:
+    """Two stores of the list mix, of ``SMALL`` and of ``jobs`` jobs; and the big fill's s."""
     stores, fill_s = [], 0.0
     for count in (SMALL, jobs):
         store = bench.new_store(kind)
         began = time.perf_counter()
-        bench.fill(store, "list", count, base=base, now=now)
+        bench.fill(store, "list", count, base=now - timedelta(days=9), now=now)
         fill_s = time.perf_counter() - began
         check_filled(store, "list", count, list_counts(count))
         stores.append(store)
+    return stores, fill_s
+
+
+def side_by_side(
+    kind: str,
+    section: str,
+    small: Callable[[], dict[str, float]],
+    large: Callable[[], dict[str, float]],
+    rounds: int,
+) -> dict[str, list[float]]:
+    """The median ms of each step of ``rounds`` rounds on each size, the sizes alternating."""
+    on: list[dict[str, list[float]]] = [{}, {}]
+    for round_ in range(3 + rounds):
+        progress(f"{section} {NAMES[kind]}: round {round_ + 1}/{3 + rounds}")
+        for size, run in enumerate((small, large)):
+            spent = run()
+            if round_ >= 3:  # warm: the first pay for connecting and for the caches
+                for step, ms in spent.items():
+                    on[size].setdefault(step, []).append(ms)
+    return {
+        step: [statistics.median(on[0][step]), statistics.median(on[1][step])] for step in on[0]
+    }
+
+
+def listing(stores: list[JobStore], kind: str, pages: int, now: datetime) -> dict[str, list[float]]:
+    """ms per page among ``SMALL`` and among ``jobs`` jobs, by query."""
     small, large = (queries(store, now) for store in stores)
-    spent: dict[str, list[float]] = {}
-    for name in small:
-        progress(f"1. {NAMES[kind]}: {name}")
-        for call in (small[name], large[name]):
-            for _ in range(3):
-                call()  # warm: the first pays for connecting and for the caches
-        on_small, on_large = [], []
-        for _ in range(pages):
-            on_small.append(timed_ms(small[name]))
-            on_large.append(timed_ms(large[name]))
-        spent[name] = [statistics.median(on_small), statistics.median(on_large)]
-    bench.clean()
-    return spent, fill_s
+
+    def pager(calls: dict[str, Callable[[], object]]) -> Callable[[], dict[str, float]]:
+        return lambda: {name: timed_ms(call) for name, call in calls.items()}
+
+    return side_by_side(kind, "1.", pager(small), pager(large), pages)
 
 
-# --- 2. retention --------------------------------------------------------------------------
+# --- 2. a worker's work --------------------------------------------------------------------
+
+LEASE_MS = 60_000
+
+
+def worker_round(store: JobStore) -> Callable[[], dict[str, float]]:
+    """One round of a worker's calls on ``store``, timed each: what ``tasks.py`` (a claim by
+    the message's job id) and ``Attempt`` (a conclusion) send, and a poller's ``claim_due``."""
+
+    def claimed(claim: Callable[[], object]) -> tuple[JobLease, float]:
+        began = time.perf_counter()
+        answer = claim()
+        ms = (time.perf_counter() - began) * 1000
+        job = answer[0] if isinstance(answer, list) else answer
+        assert isinstance(job, ClaimedJob), f"nothing was claimed: {answer!r}"
+        return job.lease, ms
+
+    def one_round() -> dict[str, float]:
+        now = datetime.now(UTC)
+        fresh = [f"work-{uuid.uuid4().hex}" for _ in range(3)]  # one claimed by id, two polled
+        for job_id in fresh:
+            store.add(due_job(job_id, now), dispatched=True)
+        now = datetime.now(UTC)
+        spent: dict[str, float] = {}
+        lease, spent["claim_job (a task's message)"] = claimed(
+            lambda: store.claim_job(
+                fresh[0], now=now, lease_ms=LEASE_MS, token=uuid.uuid4().hex, worker=WORKER
+            )
+        )
+        spent["complete"] = timed_ms(lambda: store.complete(lease, now=now))
+        poll = partial(
+            store.claim_due, ["bench"], now=now, lease_ms=LEASE_MS, limit=1, worker=WORKER
+        )
+        lease, spent["claim_due, 1 job (a poller)"] = claimed(poll)
+        retry_at = now + timedelta(hours=1)
+        spent["fail, retried"] = timed_ms(
+            lambda: store.fail(
+                lease, now=now, error_code="BOOM", error_type="BoomError", retry_at=retry_at
+            )
+        )
+        lease, _ = claimed(poll)
+        spent["fail, dead"] = timed_ms(
+            lambda: store.fail(
+                lease, now=now, error_code="BOOM", error_type="BoomError", retry_at=None
+            )
+        )
+        return spent
+
+    return one_round
+
+
+def working(stores: list[JobStore], kind: str, rounds: int) -> dict[str, list[float]]:
+    """ms per call among ``SMALL`` and among ``jobs`` jobs, by call."""
+    small, large = (worker_round(store) for store in stores)
+    return side_by_side(kind, "2.", small, large, rounds)
+
+
+# --- 3. retention --------------------------------------------------------------------------
 
 
 @dataclass
@@ -397,7 +482,7 @@ def drive(
                 skipped += late
                 second += late
             ran = ended - started - 1  # from the first pass
-            progress(f"2. {label}: {ran:5.0f} s, {purged:,}/{purge:,} purged")
+            progress(f"3. {label}: {ran:5.0f} s, {purged:,}/{purge:,} purged")
             if (seconds is not None and ran >= seconds) or (purge and purged >= purge):
                 break
     finally:
@@ -489,6 +574,20 @@ def servers() -> Iterator[Bench]:
         bench.redis.close()
 
 
+def print_sizes(spent_by_store: dict[str, dict[str, list[float]]], jobs: int) -> None:
+    """A table of ms at each size and their ratio, a store a column group."""
+    header = "".join(f"{NAMES[kind]:>30}" for kind in spent_by_store)
+    print(f"{'':<30}{header}")
+    sizes = "".join(f"{SMALL:>9,}{jobs:>12,}{'ratio':>9}" for _ in spent_by_store)
+    print(f"{'':<30}{sizes}")
+    for name in next(iter(spent_by_store.values())):
+        cells = "".join(
+            f"{spent[name][0]:>9.2f}{spent[name][1]:>12.2f}{spent[name][1] / spent[name][0]:>8.2f}x"
+            for spent in spent_by_store.values()
+        )
+        print(f"{name:<30}{cells}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=1_000_000, help="jobs of the large store")
@@ -499,12 +598,20 @@ def main() -> None:
     args = parser.parse_args()
     sections, stores = chosen(parser, args.only, SECTIONS, STORES)
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-    listed: dict[str, tuple[dict[str, list[float]], float]] = {}
+    listed: dict[str, dict[str, list[float]]] = {}
+    worked: dict[str, dict[str, list[float]]] = {}
+    fills: dict[str, float] = {}
     retained: list[str] = []
     with servers() as bench:
-        if "list" in sections:
+        if {"list", "work"} & set(sections):
             for kind in stores:
-                listed[kind] = listing(bench, kind, args.jobs, args.pages)
+                now = datetime.now(UTC)
+                sized, fills[kind] = filled(bench, kind, args.jobs, now)
+                if "list" in sections:
+                    listed[kind] = listing(sized, kind, args.pages, now)
+                if "work" in sections:
+                    worked[kind] = working(sized, kind, args.pages)
+                bench.clean()
         if "purge" in sections:
             for kind in stores:
                 retained += retention(bench, kind, args.jobs, args.rate, args.baseline)
@@ -519,23 +626,21 @@ def main() -> None:
             f"1. A page of {PAGE}, ms (median of {args.pages} pages), among {SMALL:,} and "
             f"{args.jobs:,} jobs (goal: about 1x)"
         )
-        header = "".join(f"{NAMES[kind]:>30}" for kind in listed)
-        print(f"{'':<30}{header}")
-        sizes = "".join(f"{SMALL:>9,}{args.jobs:>12,}{'ratio':>9}" for _ in listed)
-        print(f"{'':<30}{sizes}")
-        for name in next(iter(listed.values()))[0]:
-            cells = "".join(
-                f"{spent[name][0]:>9.2f}{spent[name][1]:>12.2f}"
-                f"{spent[name][1] / spent[name][0]:>8.2f}x"
-                for spent, _ in listed.values()
-            )
-            print(f"{name:<30}{cells}")
-        fills = ", ".join(f"{NAMES[kind]} {fill_s:.1f} s" for kind, (_, fill_s) in listed.items())
-        print(f"filled {args.jobs:,} jobs in: {fills}")
+        print_sizes(listed, args.jobs)
+    if worked:
+        print()
+        print(
+            f"2. A worker's calls, ms (median of {args.pages} rounds), among {SMALL:,} and "
+            f"{args.jobs:,} jobs, 1 in 10 ready (goal: about 1x)"
+        )
+        print_sizes(worked, args.jobs)
+    if fills:
+        filled_in = ", ".join(f"{NAMES[kind]} {fill_s:.1f} s" for kind, fill_s in fills.items())
+        print(f"filled {args.jobs:,} jobs in: {filled_in}")
     if retained:
         print()
         print(
-            f"2. Retention: {args.jobs:,} finished jobs purged by the relay (a pass a second, "
+            f"3. Retention: {args.jobs:,} finished jobs purged by the relay (a pass a second, "
             f"batches of 1,000, 250 ms a pass at most, after publishing) while {args.rate} "
             "due jobs a second are published; lateness = publish - run_at"
         )

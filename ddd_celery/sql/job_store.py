@@ -23,7 +23,9 @@ after a relay's publish, then twice, four and eight times that for each further 
 (``rules.redispatch_wait_ms``, ``redispatches`` counting them), so a backlog no worker claims is
 not published at every pass. A job whose wake-up ``add`` published has no ``relay_at``: the
 relay publishes it ``redispatch_after_ms`` after its ``dispatched_at``. A claim clears both, so
-``take_due`` reads on the index of ``(relay_at, dispatched_at)`` the jobs to publish only.
+``take_due`` reads the jobs to publish only, from the one waiting longest: on the index of
+``(relay_at, dispatched_at)`` and on ``jobs_published`` (``dispatched_at`` of the claimable jobs
+without a ``relay_at``).
 
 The outbox. Built with ``unit_of_work=``, the store writes on the connection of the unit of
 work in progress (``transactional``): ``add`` inside a use case commits with its data or not at
@@ -58,6 +60,7 @@ import json
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
+from itertools import product
 from typing import Any
 
 from sqlalchemy import (
@@ -279,18 +282,26 @@ class SqlJobStore(JobStore):
         given = token is not None
         stem = f"{uuid.uuid4().hex if token is None else token}:"
         table = self._table
-        picked = (
+        # one range of the (queue, status, run_at) index per queue and claimable status, each
+        # read from its earliest due job and locked, merged: a claim reads about ``limit`` rows
+        # of each range, never every due job of a backlog (an IN of statuses cannot be read in
+        # run_at order: it is sorted whole)
+        ranges = [
             select(table.c.id, table.c.run_at)
-            .where(
-                table.c.queue.in_(list(queues)),
-                table.c.status.in_(_CLAIMABLE),
-                table.c.run_at <= at,
-            )
+            .where(table.c.queue == queue, table.c.status == status, table.c.run_at <= at)
             .order_by(table.c.run_at, table.c.id)
             .limit(limit)
             .with_for_update(skip_locked=True)
-            .cte("picked")
+            .cte(f"due_{n}")
             .prefix_with("MATERIALIZED")
+            for n, (queue, status) in enumerate(product(dict.fromkeys(queues), _CLAIMABLE))
+        ]
+        due = union_all(*(select(part.c.id, part.c.run_at) for part in ranges)).subquery()
+        picked = (
+            select(due.c.id, due.c.run_at)
+            .order_by(due.c.run_at, due.c.id)
+            .limit(limit)
+            .cte("picked")
         )
         order = func.row_number().over(order_by=(picked.c.run_at, picked.c.id)) - 1
         numbered = select(picked.c.id, order.label("n")).cte("numbered")
@@ -313,9 +324,14 @@ class SqlJobStore(JobStore):
             .returning(*table.c)
         )
 
+        # a send after a lost reply finds its own claims on the lease index (their expiry is
+        # this call's); a caller's token may have claimed at another instant: it reads the
+        # running jobs of the queues, as many as their workers run
+        resent = again_claim.where(table.c.lease_expires_at == expires)
+
         def work(connection: Connection, again: bool) -> list[Row[Any]]:
             if given or again:
-                claimed = connection.execute(again_claim).all()
+                claimed = connection.execute(again_claim if given else resent).all()
                 if claimed:
                     return list(claimed)
             return list(connection.execute(claim).all())
@@ -569,25 +585,32 @@ class SqlJobStore(JobStore):
         given = token is not None
         token = uuid.uuid4().hex if token is None else token
         table = self._table
-        due = (
-            select(table.c.id)
-            .where(
-                table.c.status.in_(_CLAIMABLE),
-                table.c.run_at <= at,
-                or_(
-                    table.c.relay_at <= at,
-                    and_(
-                        table.c.relay_at.is_(None),
-                        table.c.dispatched_at < at - redispatch_after_ms * 1000,
-                    ),
-                ),
-            )
-            .order_by(table.c.run_at, table.c.id)
+        # two ranges, each read in its index's order from the job waiting longest, and
+        # locked: the jobs whose relay_at came (``jobs_relay``), and those ``add`` published
+        # whose redispatch_after_ms went by (``jobs_published``); merged earliest run_at
+        # first. A backlog of due jobs costs a batch, never a sort of the whole backlog.
+        waiting = {
+            "relay_at": (table.c.relay_at, [table.c.relay_at <= at]),
+            "published": (
+                table.c.dispatched_at,
+                [
+                    table.c.relay_at.is_(None),
+                    table.c.dispatched_at < at - redispatch_after_ms * 1000,
+                ],
+            ),
+        }
+        ranges = [
+            select(table.c.id, table.c.run_at)
+            .where(table.c.status.in_(_CLAIMABLE), table.c.run_at <= at, *conditions)
+            .order_by(order)
             .limit(limit)
             .with_for_update(skip_locked=True)
-            .cte()
+            .cte(f"due_{name}")
             .prefix_with("MATERIALIZED")
-        )
+            for name, (order, conditions) in waiting.items()
+        ]
+        merged = union_all(*(select(part.c.id, part.c.run_at) for part in ranges)).subquery()
+        due = select(merged.c.id).order_by(merged.c.run_at, merged.c.id).limit(limit).cte("due")
         resends = case(
             (table.c.dispatched_at.is_(None), table.c.redispatches),
             else_=table.c.redispatches + 1,

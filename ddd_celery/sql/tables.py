@@ -26,6 +26,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    and_,
     inspect,
     text,
 )
@@ -139,6 +140,15 @@ def tables(prefix: str = DEFAULT_PREFIX) -> SqlTables:
     Index(f"{prefix}jobs_key", jobs.c.tenant, jobs.c.idempotency_key, unique=True)
     Index(f"{prefix}jobs_queue_due", jobs.c.queue, jobs.c.status, jobs.c.run_at)
     Index(f"{prefix}jobs_relay", jobs.c.relay_at, jobs.c.dispatched_at)
+    # the claimable jobs add published, waiting for their claim: the relay reads them oldest
+    # first (the status in the predicate: only then does the planner count them right)
+    published = and_(jobs.c.relay_at.is_(None), jobs.c.status.in_(["failed", "queued"]))
+    Index(
+        f"{prefix}jobs_published",
+        jobs.c.dispatched_at,
+        postgresql_where=published,
+        sqlite_where=published,
+    )
     Index(f"{prefix}jobs_lease", jobs.c.lease_expires_at)
     # the operator's listings, newest first within a status (a listing of any status merges
     # one range per status), and the purge's oldest finished first within a status
@@ -180,8 +190,8 @@ def upgrade_jobs_table(engine: Engine, prefix: str = DEFAULT_PREFIX) -> list[str
     deploy if you like).
 
     Adds ``history`` (``'[]'`` for every job: the attempts made before are not told), creates
-    the listing and purge indexes, drops the two they replace. One transaction, under
-    ddd_celery's DDL lock on PostgreSQL, where each ``CREATE INDEX`` holds off the table's
+    the listing, purge and relay indexes it lacks, drops the two they replace. One transaction,
+    under ddd_celery's DDL lock on PostgreSQL, where each ``CREATE INDEX`` holds off the table's
     writes while it builds: run it with beat and the workers stopped, or create the indexes
     ``CONCURRENTLY`` first (``docs/sql.md``). A table made by 0.1.0 is refused
     (``RuntimeError``): its own upgrade comes first.

@@ -27,7 +27,8 @@ if earlier then
 end
 local now, after = tonumber(ARGV[2]), tonumber(ARGV[5])
 local dropped = 0
-local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[3])
+-- a batch of the stale at most: a backlog no worker claims is moved a batch a call, never whole
+local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[3], 'LIMIT', 0, ARGV[4])
 for _, id in ipairs(stale) do
   redis.call('ZREM', KEYS[2], id)
   local run_at = redis.call('HGET', job_key(id), 'run_at')

@@ -193,6 +193,7 @@ def test_the_migration_alembic_writes_makes_the_same_change(engine: Engine, pref
     assert sorted((change[0], _named(change)) for change in changes) == [
         ("add_column", "history"),
         ("add_index", f"{prefix}jobs_name"),
+        ("add_index", f"{prefix}jobs_published"),
         ("add_index", f"{prefix}jobs_status"),
         ("add_index", f"{prefix}jobs_status_finished"),
         ("add_index", f"{prefix}jobs_tenant"),
