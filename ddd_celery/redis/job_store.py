@@ -37,6 +37,7 @@ from ddd_celery.background.rules import (
     tenant_key_of,
 )
 from ddd_celery.background.store import (
+    ADD_MANY_BATCH,
     FINISHED_STATUSES,
     AttemptRecord,
     AttemptState,
@@ -55,6 +56,7 @@ from ddd_celery.background.store import (
     LostLeaseError,
     NewJob,
     StoredJob,
+    dispatched_now,
 )
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
@@ -122,6 +124,7 @@ class RedisJobStore(JobStore):
             return register(client, name, after="job_lib.lua")
 
         self._add = _register("job_add.lua")
+        self._add_many = _register("job_add_many.lua")
         self._claim = _register("job_claim.lua")
         self._claim_due = _register("job_claim_due.lua")
         self._heartbeat = _register("job_heartbeat.lua")
@@ -161,6 +164,42 @@ class RedisJobStore(JobStore):
         with unavailable_as(StoreUnavailableError, f"add the job {job.id!r}"):
             kept = self._add(keys=keys, args=args)
         return _text(kept)
+
+    def add_many(self, jobs: Sequence[NewJob], *, dispatched: bool) -> list[str]:
+        """One script call per ``ADD_MANY_BATCH`` jobs, the batch as one JSON argument: 1,000
+        jobs are one array for redis-py to send, one for Lua to read, one id array back."""
+        rows = [self._add_row(job, dispatched_now(job, dispatched)) for job in jobs]
+        kept: list[str] = []
+        with unavailable_as(StoreUnavailableError, f"add {len(rows)} jobs"):
+            for start in range(0, len(rows), ADD_MANY_BATCH):
+                batch = json.dumps(
+                    rows[start : start + ADD_MANY_BATCH], separators=(",", ":"), ensure_ascii=False
+                )
+                reply = self._add_many(keys=[self._prefix + "list:all"], args=[self._prefix, batch])
+                kept += json.loads(reply)
+        return kept
+
+    def _add_row(self, job: NewJob, dispatched: bool) -> list[str]:
+        """``job`` as ``lua/job_add_many.lua`` reads it: a row of strings."""
+        key_name = ""
+        if job.idempotency_key is not None:
+            key_name = (
+                f"{self._prefix}key:{scoped_idempotency_key(job.tenant_id, job.idempotency_key)}"
+            )
+        return [
+            job.id,
+            job.name,
+            job.queue,
+            _dump(job.payload),
+            str(_ms(job.enqueued_at, "enqueued_at")),
+            str(_ms(job.run_at, "run_at")),
+            str(job.max_attempts),
+            _dump(_enqueued_by_as_dict(job.enqueued_by)),
+            tenant_key_of(job.enqueued_by),
+            job.idempotency_key or "",
+            key_name,
+            "1" if dispatched else "0",
+        ]
 
     def store_time(self) -> datetime:
         """Redis's ``TIME``, aware UTC, to the microsecond."""
