@@ -168,7 +168,8 @@ class RedisJobStore(JobStore):
     def add_many(self, jobs: Sequence[NewJob], *, dispatched: bool) -> list[str]:
         """One script call per ``ADD_MANY_BATCH`` jobs, the batch as one JSON argument: 1,000
         jobs are one array for redis-py to send, one for Lua to read, one id array back."""
-        rows = [self._add_row(job, dispatched_now(job, dispatched)) for job in jobs]
+        by_texts: dict[EnqueuedBy, str] = {}  # the jobs of a batch share who enqueued them
+        rows = [self._add_row(job, dispatched_now(job, dispatched), by_texts) for job in jobs]
         kept: list[str] = []
         with unavailable_as(StoreUnavailableError, f"add {len(rows)} jobs"):
             for start in range(0, len(rows), ADD_MANY_BATCH):
@@ -179,8 +180,12 @@ class RedisJobStore(JobStore):
                 kept += json.loads(reply)
         return kept
 
-    def _add_row(self, job: NewJob, dispatched: bool) -> list[str]:
-        """``job`` as ``lua/job_add_many.lua`` reads it: a row of strings."""
+    def _add_row(self, job: NewJob, dispatched: bool, by_texts: dict[EnqueuedBy, str]) -> list[str]:
+        """``job`` as ``lua/job_add_many.lua`` reads it: a row of strings; ``by_texts`` keeps
+        each ``enqueued_by`` written as JSON."""
+        by = by_texts.get(job.enqueued_by)
+        if by is None:
+            by = by_texts[job.enqueued_by] = _dump(_enqueued_by_as_dict(job.enqueued_by))
         key_name = ""
         if job.idempotency_key is not None:
             key_name = (
@@ -194,7 +199,7 @@ class RedisJobStore(JobStore):
             str(_ms(job.enqueued_at, "enqueued_at")),
             str(_ms(job.run_at, "run_at")),
             str(job.max_attempts),
-            _dump(_enqueued_by_as_dict(job.enqueued_by)),
+            by,
             tenant_key_of(job.enqueued_by),
             job.idempotency_key or "",
             key_name,
