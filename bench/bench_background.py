@@ -13,7 +13,15 @@ Sections 1 and 2 alternate the two sides over ``--rounds`` rounds and keep each 
 round: on a shared machine, a burst of load from elsewhere then costs a round, not a side.
 3. Relay: ``--due`` jobs already due wait in ``RedisJobStore``; one ``Relay.run()`` (batches of
    500) hands back expired leases and publishes them all through one producer. Goal: at least
-   1,000 jobs published per second.
+   20,000 jobs published per second (issue 24; 1,000 before).
+
+4. Batches: ``--batch`` jobs enqueued in one unit of work with ``enqueue_many`` (one
+   ``add_many``, the wake-ups published after the commit in one publish batch) beside the same
+   jobs enqueued one by one in one unit of work, on Redis (``RedisJobStore``, added after the
+   commit) and on PostgreSQL (``SqlJobStore``, the outbox: in the unit's transaction). Jobs per
+   second, counting to the commit (``committed``: the add and the commit, the wake-ups not yet
+   sent) and to the last wake-up sent (``published``). Goal: ``enqueue_many`` at least 20,000
+   jobs a second committed on PostgreSQL and 50,000 on Redis.
 
 Every number depends on the machine and what else runs on it: the header says how many cores
 and how loaded they were. This file is also the app the workers run (``celery -A
@@ -21,6 +29,7 @@ bench_background``), configured by ``BENCH_PREFIX``; every key is under a prefix
 deleted at the end.
 
     python bench/bench_background.py [--enqueue 2000] [--tasks 2000] [--due 10000]
+        [--batch 5000] [--only 1,2,3,4]
 """
 
 from __future__ import annotations
@@ -36,18 +45,23 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from sqlalchemy import create_engine
+from sqlalchemy.orm import sessionmaker
 
-from ddd_celery.background import StoredJobQueue
+from ddd_celery.background import Dispatch, JobPublisher, JobStore, StoredJobQueue
 from ddd_celery.celery import install_background_jobs, install_jobs
+from ddd_celery.celery.background.publisher import CeleryJobPublisher
 from ddd_celery.celery.background.relay import Relay
 from ddd_celery.declarations.background import BackgroundJobExecution, background
-from ddd_celery.kernel import InMemoryLock, SystemClock, UuidGenerator
+from ddd_celery.kernel import EnqueueRequest, InMemoryLock, SystemClock, UnitOfWork, UuidGenerator
 from ddd_celery.kernel.scope import ContextVarExecutionScope
 from ddd_celery.kernel.unit_of_work import InMemoryUnitOfWork
 from ddd_celery.redis import connect
 from ddd_celery.redis.job_store import RedisJobStore
+from ddd_celery.sql import SqlAlchemyUnitOfWork, SqlJobStore, create_tables, drop_tables
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 PREFIX = os.environ.get("BENCH_PREFIX") or f"bench:background:{uuid.uuid4().hex[:8]}:"
 """The run's prefix: the script makes one, the workers it starts are given it."""
 QUEUE = "benchbg"
@@ -202,6 +216,99 @@ def relay_rate(due: int) -> tuple[float, int]:
     return published / elapsed, published
 
 
+# --- 4. batches ----------------------------------------------------------------------------
+
+
+class TimedPublisher(JobPublisher):
+    """The Celery publisher, timing what it spends sending wake-ups."""
+
+    def __init__(self) -> None:
+        self._celery = CeleryJobPublisher(app)
+        self.seconds = 0.0
+
+    def publish(self, dispatch: Dispatch) -> None:
+        start = time.perf_counter()
+        self._celery.publish(dispatch)
+        self.seconds += time.perf_counter() - start
+
+    def publish_many(self, dispatches: Any) -> None:
+        start = time.perf_counter()
+        self._celery.publish_many(dispatches)
+        self.seconds += time.perf_counter() - start
+
+
+def batch_rates(
+    store: JobStore, unit_of_work: UnitOfWork, jobs: int, rounds: int, clear: Callable[[], None]
+) -> dict[str, tuple[float, float]]:
+    """(committed, published) jobs/s of each way, best of ``rounds`` alternating rounds."""
+    publisher = TimedPublisher()
+    queue = StoredJobQueue(
+        store=store,
+        clock=SystemClock(),
+        ids=UuidGenerator(),
+        scope=ContextVarExecutionScope(),
+        unit_of_work=unit_of_work,
+        publisher=publisher,
+        declarations=[NoopJob],
+    )
+
+    def many() -> None:
+        queue.enqueue_many(EnqueueRequest(NoopJob, {"n": n}) for n in range(jobs))
+
+    def singles() -> None:
+        for n in range(jobs):
+            queue.enqueue(NoopJob, {"n": n})
+
+    rates: dict[str, list[tuple[float, float]]] = {"enqueue_many": [], "enqueue, one by one": []}
+    for _ in range(rounds):
+        for way, enqueue in (("enqueue_many", many), ("enqueue, one by one", singles)):
+            clear()
+            publisher.seconds = 0.0
+            start = time.perf_counter()
+            with unit_of_work.begin():
+                enqueue()
+            elapsed = time.perf_counter() - start
+            rates[way].append((jobs / (elapsed - publisher.seconds), jobs / elapsed))
+    clear()
+    return {way: (max(r[0] for r in kept), max(r[1] for r in kept)) for way, kept in rates.items()}
+
+
+def batches(jobs: int, rounds: int) -> list[tuple[str, str, float, float]]:
+    rows = []
+    progress(f"4. batches of {jobs:,} on Redis")
+    redis_store = RedisJobStore(redis, prefix=f"{PREFIX}batch:")
+
+    def clear_redis() -> None:
+        for key in redis.scan_iter(match=f"{PREFIX}*", count=10_000):
+            redis.delete(key)
+
+    for way, (committed, published) in batch_rates(
+        redis_store, InMemoryUnitOfWork(), jobs, rounds, clear_redis
+    ).items():
+        rows.append(("Redis", way, committed, published))
+    progress(f"4. batches of {jobs:,} on PostgreSQL")
+    engine = create_engine(DATABASE_URL)
+    prefix = f"bench_bg_{uuid.uuid4().hex[:8]}_"
+    jobs_table = create_tables(engine, prefix).jobs
+    sql_unit = SqlAlchemyUnitOfWork(sessionmaker(engine))
+    sql_store = SqlJobStore(engine, unit_of_work=sql_unit, prefix=prefix)
+
+    def clear_sql() -> None:
+        with engine.begin() as connection:
+            connection.execute(jobs_table.delete())
+        clear_redis()
+
+    try:
+        for way, (committed, published) in batch_rates(
+            sql_store, sql_unit, jobs, rounds, clear_sql
+        ).items():
+            rows.append(("PostgreSQL (outbox)", way, committed, published))
+    finally:
+        drop_tables(engine, prefix)
+        engine.dispose()
+    return rows
+
+
 def reset() -> None:
     for key in redis.scan_iter(match=f"{PREFIX}*"):
         redis.delete(key)
@@ -212,37 +319,55 @@ def main() -> None:
     parser.add_argument("--enqueue", type=int, default=2_000)
     parser.add_argument("--tasks", type=int, default=2_000)
     parser.add_argument("--due", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=5_000)
     parser.add_argument("--rounds", type=int, default=3, help="best of ROUNDS, alternating")
+    parser.add_argument("--only", default="1,2,3,4", help="the sections to run, e.g. 3,4")
     args = parser.parse_args()
+    only = {int(part) for part in args.only.split(",")}
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     try:
-        enqueue = enqueue_costs(args.enqueue, args.rounds)
-        workers = worker_costs(args.tasks, args.rounds)
-        rate, published = relay_rate(args.due)
+        enqueue = enqueue_costs(args.enqueue, args.rounds) if 1 in only else None
+        workers = worker_costs(args.tasks, args.rounds) if 2 in only else None
+        relay = relay_rate(args.due) if 3 in only else None
+        batch_rows = batches(args.batch, args.rounds) if 4 in only else None
     finally:
         reset()
     print("\r", end="", file=sys.stderr)
     end_load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(f"Background jobs vs plain Celery tasks, Python {sys.version.split()[0]}, {REDIS_URL}")
     print(f"{os.cpu_count()} CPUs, load average at the start: {load}; at the end: {end_load}")
-    print()
-    each = args.enqueue // args.rounds
-    print(f"1. Enqueue, µs per call (best of {args.rounds} rounds of {each:,} calls)")
-    print(f"{'':<44}{'µs/call':>10}")
-    print(f"{'enqueue in a unit of work, publish on commit':<44}{enqueue[0]:>10.1f}")
-    print(f"{'plain apply_async':<44}{enqueue[1]:>10.1f}")
-    print(f"ratio {enqueue[0] / enqueue[1]:.2f}x (goal <= 1.3x)")
-    print()
-    print(
-        f"2. Worker, µs per no-op task (best of {args.rounds} rounds of {args.tasks:,} tasks, "
-        "real worker processes)"
-    )
-    print(f"{'pool':<16}{'background job':>16}{'plain task':>12}{'ratio':>8}   goal <= 1.3x")
-    for pool, ours, plain in workers:
-        print(f"{pool:<16}{ours:>16.0f}{plain:>12.0f}{ours / plain:>7.2f}x")
-    print()
-    print(f"3. Relay: {published:,} due jobs published in one run")
-    print(f"{rate:,.0f} jobs/s (goal >= 1,000/s)")
+    if enqueue is not None:
+        print()
+        each = args.enqueue // args.rounds
+        print(f"1. Enqueue, µs per call (best of {args.rounds} rounds of {each:,} calls)")
+        print(f"{'':<44}{'µs/call':>10}")
+        print(f"{'enqueue in a unit of work, publish on commit':<44}{enqueue[0]:>10.1f}")
+        print(f"{'plain apply_async':<44}{enqueue[1]:>10.1f}")
+        print(f"ratio {enqueue[0] / enqueue[1]:.2f}x (goal <= 1.3x)")
+    if workers is not None:
+        print()
+        print(
+            f"2. Worker, µs per no-op task (best of {args.rounds} rounds of {args.tasks:,} "
+            "tasks, real worker processes)"
+        )
+        print(f"{'pool':<16}{'background job':>16}{'plain task':>12}{'ratio':>8}   goal <= 1.3x")
+        for pool, ours, plain in workers:
+            print(f"{pool:<16}{ours:>16.0f}{plain:>12.0f}{ours / plain:>7.2f}x")
+    if relay is not None:
+        rate, published = relay
+        print()
+        print(f"3. Relay: {published:,} due jobs published in one run")
+        print(f"{rate:,.0f} jobs/s (goal >= 20,000/s)")
+    if batch_rows is not None:
+        print()
+        print(
+            f"4. Batches: {args.batch:,} jobs in one unit of work, jobs/s (best of "
+            f"{args.rounds} alternating rounds)"
+        )
+        print(f"{'store':<22}{'way':<22}{'committed':>12}{'published':>12}")
+        for store, way, committed, published in batch_rows:
+            print(f"{store:<22}{way:<22}{committed:>12,.0f}{published:>12,.0f}")
+        print("goal: enqueue_many >= 20,000/s committed on PostgreSQL, >= 50,000/s on Redis")
 
 
 if __name__ == "__main__":

@@ -21,20 +21,55 @@ class InvalidEnqueueError(JobError, ValueError):
     a store cannot keep, or a ``delay_ms``/``run_at`` out of its values.
 
     The message names the job and the field (``field``, a path without dict keys), never the
-    value: it may quote data.
+    value: it may quote data. A job of ``enqueue_many`` is named by its place in the batch too
+    (``index``, from 0); ``reason`` is the message without the job's name.
     """
 
     code = INVALID_ENQUEUE
 
-    def __init__(self, message: str, *, job: str | None = None, field: str | None = None) -> None:
-        super().__init__(f"job {job!r}: {message}" if job else message, job=job)
+    def __init__(
+        self,
+        message: str,
+        *,
+        job: str | None = None,
+        field: str | None = None,
+        index: int | None = None,
+    ) -> None:
+        named = bool(job) or index is not None
+        super().__init__(f"{_named(job, index)}: {message}" if named else message, job=job)
         self.field = field
+        self.index = index
+        self.reason = message
+
+    def in_batch(self, index: int) -> InvalidEnqueueError:
+        """The same refusal, said of the job at ``index`` of a batch."""
+        return InvalidEnqueueError(self.reason, job=self.job, field=self.field, index=index)
 
 
 class UnknownBackgroundJobError(JobError, LookupError):
-    """A class that is not declared with ``@background``, or a name no declared job has."""
+    """A class that is not declared with ``@background``, or a name no declared job has.
+
+    Of a job of ``enqueue_many``, ``index`` is its place in the batch (from 0).
+    """
 
     code = UNKNOWN_JOB
+
+    def __init__(self, message: str, *, job: str | None = None, index: int | None = None) -> None:
+        said = message if index is None else f"job {index} of the batch: {message}"
+        super().__init__(said, job=job)
+        self.index = index
+        self.reason = message
+
+    def in_batch(self, index: int) -> UnknownBackgroundJobError:
+        """The same refusal, said of the job at ``index`` of a batch."""
+        return UnknownBackgroundJobError(self.reason, job=self.job, index=index)
+
+
+def _named(job: str | None, index: int | None) -> str:
+    """How a refusal names its job: ``job 'x'``, or ``job 3 of the batch ('x')``."""
+    if index is None:
+        return f"job {job!r}"
+    return f"job {index} of the batch" + ("" if job is None else f" ({job!r})")
 
 
 class AttemptsExhaustedError(JobError):

@@ -52,6 +52,7 @@ from ddd_celery.background.store import (
     LostLeaseError,
     NewJob,
     StoredJob,
+    dispatched_now,
 )
 from ddd_celery.kernel.instants import require_aware
 from ddd_celery.kernel.unit_of_work import UnitOfWork
@@ -130,6 +131,29 @@ class InMemoryJobStore(JobStore):
                 return known
         self._after_commit(lambda: self._insert(job, payload, dispatched))
         return job.id
+
+    def add_many(self, jobs: Sequence[NewJob], *, dispatched: bool) -> builtins.list[str]:
+        batch = [(job, _dump(job.payload), dispatched_now(job, dispatched)) for job in jobs]
+        for job, _, _ in batch:
+            require_aware(job.enqueued_at, "enqueued_at")
+            require_aware(job.run_at, "run_at")
+        kept: builtins.list[str] = []
+        with self._mutex:
+            first_of_key: dict[str, str] = {}
+            for job, _, _ in batch:
+                known = self._known(job)
+                if known is None and job.idempotency_key is not None:
+                    scoped = scoped_idempotency_key(job.tenant_id, job.idempotency_key)
+                    known = first_of_key.setdefault(scoped, job.id)
+                kept.append(job.id if known is None else known)
+
+        def insert_all() -> None:
+            with self._mutex:
+                for job, payload, due in batch:
+                    self._insert(job, payload, due)
+
+        self._after_commit(insert_all)
+        return kept
 
     def claim_job(
         self,

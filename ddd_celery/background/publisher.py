@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
 from ddd_celery.background.store import Dispatch
 
@@ -19,3 +20,13 @@ class JobPublisher(ABC):
     @abstractmethod
     def publish(self, dispatch: Dispatch) -> None:
         """Send the wake-up of ``dispatch``; raises when the broker cannot be reached."""
+
+    def publish_many(self, dispatches: Sequence[Dispatch]) -> None:
+        """Send the wake-up of each of ``dispatches`` (a batch enqueued together), in order.
+
+        Each in turn by ``publish`` here; a driver that can send a batch in one write (the
+        Celery driver: one producer, one Redis pipeline) does. Raises at the first that
+        cannot be sent: the rest wait for the relay, as that one does.
+        """
+        for dispatch in dispatches:
+            self.publish(dispatch)

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from ddd_celery.background.errors import (
     InvalidEnqueueError,
@@ -49,7 +49,14 @@ from ddd_celery.background.payloads import (
 )
 from ddd_celery.background.publisher import JobPublisher
 from ddd_celery.background.rules import keyed_job_id
-from ddd_celery.background.store import Dispatch, EnqueuedBy, JobStore, NewJob, StoredJob
+from ddd_celery.background.store import (
+    Dispatch,
+    EnqueuedBy,
+    JobStore,
+    NewJob,
+    StoredJob,
+    dispatched_now,
+)
 from ddd_celery.declarations.background import (
     BackgroundJobDeclaration,
     background_declaration_named,
@@ -57,7 +64,7 @@ from ddd_celery.declarations.background import (
 from ddd_celery.kernel.clock import Clock
 from ddd_celery.kernel.ids import IdGenerator
 from ddd_celery.kernel.instants import to_utc
-from ddd_celery.kernel.job_queue import BackgroundJobView, JobQueue
+from ddd_celery.kernel.job_queue import BackgroundJobView, EnqueueRequest, JobQueue
 from ddd_celery.kernel.reporting import ErrorReporter
 from ddd_celery.kernel.scope import ExecutionScope
 from ddd_celery.kernel.unit_of_work import UnitOfWork
@@ -71,6 +78,7 @@ MAX_IDEMPOTENCY_KEY_BYTES = 512
 _FIRST_RETRY_S = 0.05
 _LONGEST_RETRY_S = 1.0
 DEFAULT_LOGGER = "ddd_celery.background"
+_Added = TypeVar("_Added")
 
 
 class StoredJobQueue(JobQueue):
@@ -138,48 +146,14 @@ class StoredJobQueue(JobQueue):
         run_at: datetime | None = None,
         idempotency_key: str | None = None,
     ) -> str:
-        declaration = self._declaration(job)
-        name = declaration.name
-        stored = to_stored(
-            name, payload, declaration.payload_type, max_payload_bytes=self._max_payload_bytes
-        )
         now = self._clock.now()
-        due_at = _run_at(name, now, delay_ms, run_at)
-        if idempotency_key is not None:
-            if not isinstance(idempotency_key, str):
-                raise InvalidEnqueueError(
-                    "idempotency_key must be a str", job=name, field="idempotency_key"
-                )
-            check_text(
-                name, "idempotency_key", idempotency_key, max_bytes=MAX_IDEMPOTENCY_KEY_BYTES
-            )
-        enqueued_by = self._enqueued_by()
-        _check_enqueued_by(name, enqueued_by)
-        job_id = (
-            self._ids.next_id()
-            if idempotency_key is None
-            else keyed_job_id(enqueued_by.tenant_id, idempotency_key)
-        )
-        if not enqueued_by.correlation_id:
-            # Enqueued outside any work: its attempts log the job's id as their correlation id,
-            # and the store says the same (``find`` tells one story).
-            enqueued_by = replace(enqueued_by, correlation_id=job_id)
-        dispatched = due_at <= now and self._publisher is not None
-        new = NewJob(
-            id=job_id,
-            name=name,
-            queue=declaration.queue,
-            payload=stored,
-            enqueued_at=now,
-            run_at=due_at,
-            max_attempts=declaration.options.max_attempts,
-            enqueued_by=enqueued_by,
-            idempotency_key=idempotency_key,
-        )
+        request = EnqueueRequest(job, payload, delay_ms, run_at, idempotency_key)
+        new = self._new_job(request, now, self._enqueued_by())
+        dispatched = new.run_at <= now and self._publisher is not None
 
         def publish(added: str) -> None:
             if dispatched:
-                self._publish(Dispatch(added, name, new.queue))
+                self._publish(Dispatch(added, new.name, new.queue))
 
         unit_of_work = self._unit_of_work
         if unit_of_work is None or not unit_of_work.in_progress():
@@ -191,7 +165,99 @@ class StoredJobQueue(JobQueue):
             unit_of_work.after_commit(lambda: publish(added))
             return added
         unit_of_work.after_commit(lambda: publish(self._add_after_commit(new, dispatched)))
-        return job_id
+        return new.id
+
+    def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[str]:
+        """Every job checked first (a refusal names its ``index``), then one ``add_many`` and,
+        after the commit, one ``publish_many`` of the wake-ups of those due now."""
+        now = self._clock.now()
+        enqueued_by = self._enqueued_by()
+        jobs: list[NewJob] = []
+        for index, request in enumerate(requests):
+            try:
+                if not isinstance(request, EnqueueRequest):
+                    raise InvalidEnqueueError(
+                        f"a batch holds EnqueueRequest values, not {type(request).__name__}",
+                        field="requests",
+                    )
+                jobs.append(self._new_job(request, now, enqueued_by))
+            except (InvalidEnqueueError, UnknownBackgroundJobError) as error:
+                raise error.in_batch(index) from error
+        if not jobs:
+            return []
+        dispatched = self._publisher is not None
+
+        def publish(kept: list[str]) -> None:
+            if dispatched:
+                wakeups = {
+                    added: Dispatch(added, job.name, job.queue)
+                    for added, job in zip(kept, jobs, strict=True)
+                    if dispatched_now(job, dispatched)
+                }
+                self._publish_many(list(wakeups.values()))
+
+        unit_of_work = self._unit_of_work
+        if unit_of_work is None or not unit_of_work.in_progress():
+            kept = self._store.add_many(jobs, dispatched=dispatched)
+            publish(kept)
+            return kept
+        if self._store.transactional:
+            kept = self._store.add_many(jobs, dispatched=dispatched)
+            unit_of_work.after_commit(lambda: publish(kept))
+            return kept
+
+        def add_then_publish() -> None:
+            publish(
+                self._retrying(
+                    lambda: self._store.add_many(jobs, dispatched=dispatched), jobs[0], len(jobs)
+                )
+            )
+
+        unit_of_work.after_commit(add_then_publish)
+        return [job.id for job in jobs]
+
+    def _new_job(self, request: EnqueueRequest, now: datetime, enqueued_by: EnqueuedBy) -> NewJob:
+        """The job ``request`` asks for, every part checked (``InvalidEnqueueError``,
+        ``UnknownBackgroundJobError``), enqueued at ``now`` by ``enqueued_by``."""
+        declaration = self._declaration(request.job)
+        name = declaration.name
+        stored = to_stored(
+            name,
+            request.payload,
+            declaration.payload_type,
+            max_payload_bytes=self._max_payload_bytes,
+        )
+        due_at = _run_at(name, now, request.delay_ms, request.run_at)
+        idempotency_key = request.idempotency_key
+        if idempotency_key is not None:
+            if not isinstance(idempotency_key, str):
+                raise InvalidEnqueueError(
+                    "idempotency_key must be a str", job=name, field="idempotency_key"
+                )
+            check_text(
+                name, "idempotency_key", idempotency_key, max_bytes=MAX_IDEMPOTENCY_KEY_BYTES
+            )
+        _check_enqueued_by(name, enqueued_by)
+        job_id = (
+            self._ids.next_id()
+            if idempotency_key is None
+            else keyed_job_id(enqueued_by.tenant_id, idempotency_key)
+        )
+        if not enqueued_by.correlation_id:
+            # Enqueued outside any work: its attempts log the job's id as their correlation id,
+            # and the store says the same (``find`` tells one story).
+            enqueued_by = replace(enqueued_by, correlation_id=job_id)
+        return NewJob(
+            id=job_id,
+            name=name,
+            queue=declaration.queue,
+            payload=stored,
+            enqueued_at=now,
+            run_at=due_at,
+            max_attempts=declaration.options.max_attempts,
+            enqueued_by=enqueued_by,
+            idempotency_key=idempotency_key,
+        )
 
     def find(self, job_id: str) -> BackgroundJobView | None:
         job = self._store.find(job_id, tenant_id=self._tenant())
@@ -254,13 +320,18 @@ class StoredJobQueue(JobQueue):
         return None if context is None else context.tenant_id
 
     def _add_after_commit(self, job: NewJob, dispatched: bool) -> str:
-        """Add ``job`` once its unit of work committed, retrying a store that cannot be asked.
+        """Add ``job`` once its unit of work committed (``_retrying``)."""
+        return self._retrying(lambda: self._store.add(job, dispatched=dispatched), job, 1)
 
-        The same job id is sent each time, so an add that did reach the store before its reply
-        was lost keeps one job. Retried while less than ``add_retry_ms`` has passed since the
-        outage began (the first failing add of this queue, in any unit, after a success or a
-        quiet ``add_retry_ms``): once it outlasts that, each add is tried once until one
-        succeeds, so a long outage does not hold every commit that long.
+    def _retrying(self, add: Callable[[], _Added], job: NewJob, jobs: int) -> _Added:
+        """``add`` (of ``job``, the first of ``jobs``) once its unit of work committed,
+        retrying a store that cannot be asked.
+
+        The same job ids are sent each time, so an add that did reach the store before its
+        reply was lost keeps one job of each. Retried while less than ``add_retry_ms`` has
+        passed since the outage began (the first failing add of this queue, in any unit, after
+        a success or a quiet ``add_retry_ms``): once it outlasts that, each add is tried once
+        until one succeeds, so a long outage does not hold every commit that long.
         """
         attempts = 0
         wait = _FIRST_RETRY_S
@@ -268,7 +339,7 @@ class StoredJobQueue(JobQueue):
             attempts += 1
             started = time.monotonic()
             try:
-                added = self._store.add(job, dispatched=dispatched)
+                added = add()
             except ConnectionError as error:
                 failing_since = self._failing_since
                 if failing_since is None or started - self._failed_at > self._add_retry_s:
@@ -279,18 +350,20 @@ class StoredJobQueue(JobQueue):
                     time.sleep(min(wait, left))
                     wait = min(wait * 2, _LONGEST_RETRY_S)
                     continue
-                raise self._not_added(job, attempts, error) from error
+                raise self._not_added(job, jobs, attempts, error) from error
             except Exception as error:  # not an outage: sending it again would not help
-                raise self._not_added(job, attempts, error) from error
+                raise self._not_added(job, jobs, attempts, error) from error
             self._failing_since = None
             return added
 
     def _not_added(
-        self, job: NewJob, attempts: int, error: Exception
+        self, job: NewJob, jobs: int, attempts: int, error: Exception
     ) -> JobNotAddedAfterCommitError:
-        """The error of an add after the commit given up on, logged and reported."""
+        """The error of an add after the commit given up on (of ``jobs`` jobs, ``job`` the
+        first), logged and reported."""
+        what = f"the job {job.id!r}" if jobs == 1 else f"the {jobs} jobs of a batch from {job.id!r}"
         not_added = JobNotAddedAfterCommitError(
-            f"its unit of work committed, but the job {job.id!r} could not be added to the "
+            f"its unit of work committed, but {what} could not be added to the "
             f"store after it ({attempts} attempt(s), {type(error).__name__}); it may still be "
             "added if the store received a request before it stopped answering: enqueue it "
             "again with the same idempotency key, the work is not to be redone",
@@ -313,6 +386,24 @@ class StoredJobQueue(JobQueue):
             except Exception:  # a reporter's failure must not hide the error itself
                 self._logger.exception(NOT_ADDED_AFTER_COMMIT, extra=context)
         return not_added
+
+    def _publish_many(self, dispatches: list[Dispatch]) -> None:
+        """Publish a batch's wake-ups; one that fails is logged and left to the relay."""
+        assert self._publisher is not None
+        if not dispatches:
+            return
+        try:
+            self._publisher.publish_many(dispatches)
+        except Exception as error:  # committed work must not fail; the relay publishes them
+            self._logger.warning(
+                PUBLISH_FAILED,
+                extra={
+                    "job": dispatches[0].name,
+                    "job_id": dispatches[0].job_id,
+                    "jobs": len(dispatches),
+                    "error_type": type(error).__name__,
+                },
+            )
 
     def _publish(self, dispatch: Dispatch) -> None:
         assert self._publisher is not None

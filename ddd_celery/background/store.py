@@ -330,6 +330,16 @@ def dropped_of(answer: Sequence[object]) -> int:
     return answer.dropped if isinstance(answer, Batch) else 0
 
 
+ADD_MANY_BATCH = 1_000
+"""Jobs one write of ``add_many`` holds at most where a store splits it (a Redis script, a
+PostgreSQL statement's parameters): no write holds the store for long."""
+
+
+def dispatched_now(job: NewJob, dispatched: bool) -> bool:
+    """Whether ``add_many(dispatched=dispatched)`` dispatches ``job``: it is due when enqueued."""
+    return dispatched and job.run_at <= job.enqueued_at
+
+
 class LostLeaseError(DddCeleryError, RuntimeError):
     """A report named a lease that is no longer the job's: the store changed nothing."""
 
@@ -371,6 +381,24 @@ class JobStore(ABC):
 
         Raises:
             ValueError: an instant given is naive.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``).
+        """
+
+    @abstractmethod
+    def add_many(self, jobs: Sequence[NewJob], *, dispatched: bool) -> list[str]:
+        """Keep every job of ``jobs`` queued at once; the id kept for each, in their order.
+
+        What ``add`` of each in turn would keep and answer, in one write (a statement, a
+        script per ``ADD_MANY_BATCH`` jobs): a job whose idempotency key its tenant already
+        has, in the store or earlier in ``jobs``, adds nothing and answers that job's id; a
+        job whose id is kept already adds nothing. ``dispatched`` says the caller publishes
+        now the wake-up of each job due when enqueued (``dispatched_now``); a job due later
+        waits for the relay. Sent again with the same jobs (a reply lost), it keeps one of
+        each and answers the same ids. A transactional store writes in the caller's unit of
+        work, all of them or none.
+
+        Raises:
+            ValueError: an instant given is naive (nothing is added).
             ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
 

@@ -31,7 +31,7 @@ from ddd_celery.declarations.background import (
 )
 from ddd_celery.declarations.process import ProcessDeclaration, process_declaration_of
 from ddd_celery.kernel.commands import CommandBus
-from ddd_celery.kernel.job_queue import BackgroundJobView, JobQueue
+from ddd_celery.kernel.job_queue import BackgroundJobView, EnqueueRequest, JobQueue
 from ddd_celery.kernel.metrics import Metrics
 from ddd_celery.kernel.process_runner import ProcessRunner
 from ddd_celery.kernel.unit_of_work import UnitOfWork
@@ -229,6 +229,9 @@ class _AppQueue(JobQueue):
         return self._built().enqueue(
             job, payload, delay_ms=delay_ms, run_at=run_at, idempotency_key=idempotency_key
         )
+
+    def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[str]:
+        return self._built().enqueue_many(requests)
 
     def find(self, job_id: str) -> BackgroundJobView | None:
         return self._built().find(job_id)

@@ -15,7 +15,7 @@ from ddd_celery.kernel.errors import (
 )
 from ddd_celery.kernel.ids import IdGenerator, SequentialIdGenerator, UuidGenerator
 from ddd_celery.kernel.instants import iso_ms, require_aware, to_utc
-from ddd_celery.kernel.job_queue import BackgroundJobView, JobQueue
+from ddd_celery.kernel.job_queue import BackgroundJobView, EnqueueRequest, JobQueue
 from ddd_celery.kernel.lock import InMemoryLock, Lease, Lock, LockUnavailableError
 from ddd_celery.kernel.metrics import InMemoryMetrics, Labels, Metrics, NoMetrics
 from ddd_celery.kernel.process_runner import (
@@ -45,6 +45,7 @@ __all__ = [
     "ContextVarExecutionScope",
     "DddCeleryError",
     "DomainError",
+    "EnqueueRequest",
     "ErrorReporter",
     "ExecutionContext",
     "ExecutionScope",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,6 +29,18 @@ class BackgroundJobView:
     last_error_code: str | None = None
     finished_at: datetime | None = None
     tenant_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueRequest:
+    """One job of ``JobQueue.enqueue_many``: what ``enqueue`` is given, as a value."""
+
+    job: type[Any] | str
+    """Its ``@background`` class, or its name."""
+    payload: Any
+    delay_ms: int | None = None
+    run_at: datetime | None = None
+    idempotency_key: str | None = None
 
 
 class JobQueue(ABC):
@@ -61,6 +74,24 @@ class JobQueue(ABC):
             ConnectionError: the store cannot be asked when the job is added now (outside a unit
                 of work, or on a store that writes in it); an add after the commit that fails
                 raises ``JobNotAddedAfterCommitError`` from the end of the unit of work instead.
+        """
+
+    @abstractmethod
+    def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[str]:
+        """Enqueue every job of ``requests`` at once; the id of each, in their order.
+
+        Each job is what ``enqueue`` of its request would make (the same checks, the same
+        idempotency per tenant: a key its tenant already has, or that an earlier request has,
+        answers that job's id), written to the store in one go and, inside a unit of work,
+        kept and published only when it commits, as one batch. A batch with one job that
+        ``enqueue`` would refuse is refused whole, before any store is asked: the error
+        ``enqueue`` raises for it, whose message and ``index`` name its place in the batch
+        (from 0) and its job.
+
+        Raises:
+            ValueError: ``InvalidEnqueueError`` of the first job refused (``index``).
+            LookupError: ``UnknownBackgroundJobError`` of the first unknown job (``index``).
+            ConnectionError: as for ``enqueue``.
         """
 
     @abstractmethod

@@ -35,6 +35,7 @@ from ddd_celery.background.rules import (
     tenant_key_of,
 )
 from ddd_celery.background.store import (
+    ADD_MANY_BATCH,
     FINISHED_STATUSES,
     AttemptRecord,
     AttemptState,
@@ -53,6 +54,7 @@ from ddd_celery.background.store import (
     LostLeaseError,
     NewJob,
     StoredJob,
+    dispatched_now,
 )
 from ddd_celery.kernel.instants import epoch_ms, from_epoch_ms, to_utc
 from ddd_celery.redis.connection import RedisClient
@@ -123,6 +125,7 @@ class RedisJobStore(JobStore):
             return register(client, name, after="job_lib.lua")
 
         self._add = _register("job_add.lua")
+        self._add_many = _register("job_add_many.lua")
         self._claim = _register("job_claim.lua")
         self._claim_due = _register("job_claim_due.lua")
         self._heartbeat = _register("job_heartbeat.lua")
@@ -162,6 +165,47 @@ class RedisJobStore(JobStore):
         with unavailable_as(StoreUnavailableError, f"add the job {job.id!r}"):
             kept = self._add(keys=keys, args=args)
         return _text(kept)
+
+    def add_many(self, jobs: Sequence[NewJob], *, dispatched: bool) -> list[str]:
+        """One script call per ``ADD_MANY_BATCH`` jobs, the batch as one JSON argument: 1,000
+        jobs are one array for redis-py to send, one for Lua to read, one id array back."""
+        by_texts: dict[EnqueuedBy, str] = {}  # the jobs of a batch share who enqueued them
+        rows = [self._add_row(job, dispatched_now(job, dispatched), by_texts) for job in jobs]
+        kept: list[str] = []
+        with unavailable_as(StoreUnavailableError, f"add {len(rows)} jobs"):
+            for start in range(0, len(rows), ADD_MANY_BATCH):
+                batch = json.dumps(
+                    rows[start : start + ADD_MANY_BATCH], separators=(",", ":"), ensure_ascii=False
+                )
+                reply = self._add_many(keys=[self._prefix + "list:all"], args=[self._prefix, batch])
+                kept += json.loads(reply)
+        return kept
+
+    def _add_row(self, job: NewJob, dispatched: bool, by_texts: dict[EnqueuedBy, str]) -> list[str]:
+        """``job`` as ``lua/job_add_many.lua`` reads it: a row of strings; ``by_texts`` keeps
+        each ``enqueued_by`` written as JSON."""
+        by = by_texts.get(job.enqueued_by)
+        if by is None:
+            by = by_texts[job.enqueued_by] = _dump(_enqueued_by_as_dict(job.enqueued_by))
+        key_name = ""
+        if job.idempotency_key is not None:
+            key_name = (
+                f"{self._prefix}key:{scoped_idempotency_key(job.tenant_id, job.idempotency_key)}"
+            )
+        return [
+            job.id,
+            job.name,
+            job.queue,
+            _dump(job.payload),
+            str(_ms(job.enqueued_at, "enqueued_at")),
+            str(_ms(job.run_at, "run_at")),
+            str(job.max_attempts),
+            by,
+            tenant_key_of(job.enqueued_by),
+            job.idempotency_key or "",
+            key_name,
+            "1" if dispatched else "0",
+        ]
 
     def store_time(self) -> datetime:
         """Redis's ``TIME``, aware UTC, to the microsecond."""

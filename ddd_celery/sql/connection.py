@@ -77,10 +77,11 @@ class Connector:
                 with self.engine.begin() as connection:
                     yield connection
 
-    def run(self, doing: str, work: Callable[[Connection, bool], _T]) -> _T:
+    def run(self, doing: str, work: Callable[[Connection, bool], _T], *, single: bool = True) -> _T:
         """``work(connection, again)`` as one autocommit statement, sent again when its outcome
         is unknown: the connection dropped before the reply (the statement may have committed),
-        or the database could not be reached.
+        or the database could not be reached. ``single`` False: ``work`` runs several
+        statements, in a transaction of their own outside a unit of work.
 
         ``work`` must be safe to repeat (the same token, the same answer); ``again`` is True on
         a send after the first, so ``work`` can look for what an earlier send did. Sent at most
@@ -93,7 +94,7 @@ class Connector:
         again = False
         while True:
             try:
-                with self.transaction(doing, single=True) as connection:
+                with self.transaction(doing, single=single) as connection:
                     return work(connection, again)
             except self._unavailable:
                 if not waits or time.monotonic() - started + waits[0] > RETRY_WITHIN_S:

@@ -68,6 +68,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    Integer,
     Row,
     Text,
     and_,
@@ -83,6 +84,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy import text as sql_text
 
 from ddd_celery.background.errors import JOB_INTERRUPTED, InvalidEnqueueError, JobInterruptedError
 from ddd_celery.background.rules import (
@@ -112,6 +114,7 @@ from ddd_celery.background.store import (
     LostLeaseError,
     NewJob,
     StoredJob,
+    dispatched_now,
 )
 from ddd_celery.sql.connection import Connector, from_micros, to_micros
 from ddd_celery.sql.dialects import json_append, json_set_last, upsert
@@ -170,6 +173,7 @@ class SqlJobStore(JobStore):
             table.c.tenant == bindparam("tenant"), table.c.idempotency_key == bindparam("key")
         )
         self._claim_one = _claim_one(engine, table)
+        self._insert_unnest = _insert_unnest(table)
         self._engine = engine
         self._reports: dict[tuple[str, tuple[str, ...]], tuple[Any, Any]] = {}
 
@@ -183,39 +187,12 @@ class SqlJobStore(JobStore):
         return instant.astimezone(UTC)
 
     def add(self, job: NewJob, *, dispatched: bool) -> str:
-        enqueued_at = to_micros(job.enqueued_at, "enqueued_at")
-        run_at = to_micros(job.run_at, "run_at")
         tenant = tenant_key_of(job.enqueued_by)
         payload = _dump(job.payload)
 
         def work(connection: Connection, again: bool) -> str:
-            outbox = dispatched and self._connector.in_unit_of_work()
-            if outbox:
-                dispatched_at, relay_at = None, enqueued_at + self._grace_us
-            elif dispatched:
-                dispatched_at, relay_at = enqueued_at, None
-            else:
-                dispatched_at, relay_at = None, run_at
-            row = {
-                "id": job.id,
-                "name": job.name,
-                "queue": job.queue,
-                "status": JobStatus.QUEUED.value,
-                "payload": payload,
-                "enqueued_at": enqueued_at,
-                "run_at": run_at,
-                "attempts": 0,
-                "max_attempts": job.max_attempts,
-                "correlation_id": job.enqueued_by.correlation_id,
-                "actor": job.enqueued_by.actor,
-                "tenant_id": job.enqueued_by.tenant_id,
-                "traceparent": job.enqueued_by.traceparent,
-                "tenant": tenant,
-                "idempotency_key": job.idempotency_key,
-                "dispatched_at": dispatched_at,
-                "relay_at": relay_at,
-                "redispatches": 0,
-            }
+            dispatched_at, relay_at = self._relay_columns(job, dispatched)
+            row = _new_row(job, payload, tenant, dispatched_at, relay_at)
             if connection.execute(self._insert, row).first() is not None:
                 return job.id
             if job.idempotency_key is None:
@@ -234,6 +211,85 @@ class SqlJobStore(JobStore):
                 job=job.name,
                 field=field,
             ) from error
+
+    def add_many(self, jobs: Sequence[NewJob], *, dispatched: bool) -> list[str]:
+        """One ``INSERT ... ON CONFLICT DO NOTHING RETURNING id``: on PostgreSQL from
+        ``unnest`` of one array per column (18 parameters for any number of jobs), on SQLite
+        from SQLAlchemy's multi-row ``VALUES``, in one transaction. The jobs it did not insert
+        (their key or id kept already) are then looked up by key, in batches."""
+        batch = [(job, tenant_key_of(job.enqueued_by), _dump(job.payload)) for job in jobs]
+        for job, _, _ in batch:
+            to_micros(job.enqueued_at, "enqueued_at")
+            to_micros(job.run_at, "run_at")
+        if not batch:
+            return []
+
+        def work(connection: Connection, again: bool) -> list[str]:
+            rows = [
+                _new_row(
+                    job, payload, tenant, *self._relay_columns(job, dispatched_now(job, dispatched))
+                )
+                for job, tenant, payload in batch
+            ]
+            if self._postgresql:
+                columns = {name: [row[name] for row in rows] for name in _NEW_COLUMNS}
+                inserted = set(connection.scalars(self._insert_unnest, columns))
+            else:
+                inserted = set(connection.scalars(self._insert, rows))
+            keyed = [(t, job.idempotency_key) for job, t, _ in batch if job.id not in inserted]
+            earlier = self._earlier_of_keys(connection, [k for k in keyed if k[1] is not None])
+            return [
+                job.id
+                if job.id in inserted or job.idempotency_key is None
+                else earlier.get((tenant, job.idempotency_key), job.id)
+                for job, tenant, _ in batch
+            ]
+
+        try:
+            return self._connector.run(f"add {len(batch)} jobs", work, single=self._postgresql)
+        except UnstorableValueError as error:
+            index, job, field = self._first_unstorable([job for job, _, _ in batch])
+            raise InvalidEnqueueError(
+                f"job {index} of the batch: the database cannot keep its {field} (a NUL "
+                "character, a text that is not UTF-8, or longer than an index holds)",
+                job=job.name,
+                field=field,
+            ) from error
+
+    def _earlier_of_keys(
+        self, connection: Connection, keys: Sequence[tuple[str, str | None]]
+    ) -> dict[tuple[str, str], str]:
+        """The id of the job kept under each (tenant key, idempotency key), read by batches."""
+        table = self._table
+        found: dict[tuple[str, str], str] = {}
+        pairs = list(dict.fromkeys(keys))
+        for start in range(0, len(pairs), _KEYS_READ):
+            wanted = tuple_(table.c.tenant, table.c.idempotency_key).in_(
+                pairs[start : start + _KEYS_READ]
+            )
+            query = select(table.c.tenant, table.c.idempotency_key, table.c.id).where(wanted)
+            for tenant, key, job_id in connection.execute(query):
+                found[tenant, key] = job_id
+        return found
+
+    def _relay_columns(self, job: NewJob, dispatched: bool) -> tuple[int | None, int | None]:
+        """``dispatched_at`` and ``relay_at`` of a job added now (see the outbox above)."""
+        enqueued_at = to_micros(job.enqueued_at, "enqueued_at")
+        if dispatched and self._connector.in_unit_of_work():
+            return None, enqueued_at + self._grace_us
+        if dispatched:
+            return enqueued_at, None
+        return None, to_micros(job.run_at, "run_at")
+
+    def _first_unstorable(self, jobs: Sequence[NewJob]) -> tuple[int, NewJob, str]:
+        """The first job of a batch with a text the database cannot hold, its index and field;
+        else the one with the longest indexed text (a key past what an index holds)."""
+        for index, job in enumerate(jobs):
+            field = self._unstorable_field(job)
+            if field not in _INDEXED:
+                return index, job, field
+        index = max(range(len(jobs)), key=lambda i: _indexed_bytes(jobs[i]))
+        return index, jobs[index], self._unstorable_field(jobs[index])
 
     def claim_job(
         self,
@@ -791,8 +847,89 @@ class SqlJobStore(JobStore):
         for field, text in texts.items():
             if text and not _keepable(text, self._postgresql):
                 return field
-        indexed = ("idempotency_key", "tenant_id", "id")
-        return max(indexed, key=lambda field: len((texts[field] or "").encode()))
+        return max(_INDEXED, key=lambda field: len((texts[field] or "").encode()))
+
+
+_INDEXED = ("idempotency_key", "tenant_id", "id")
+"""The fields of a job kept in a unique index, whose length an index bounds."""
+_KEYS_READ = 500
+"""(tenant, key) pairs one look-up of ``add_many`` reads at most: 1,000 parameters."""
+_NEW_COLUMNS = (
+    "id",
+    "name",
+    "queue",
+    "status",
+    "payload",
+    "enqueued_at",
+    "run_at",
+    "attempts",
+    "max_attempts",
+    "correlation_id",
+    "actor",
+    "tenant_id",
+    "traceparent",
+    "tenant",
+    "idempotency_key",
+    "dispatched_at",
+    "relay_at",
+    "redispatches",
+)
+"""The columns an add writes (``_new_row``); the others take their defaults."""
+
+
+def _new_row(
+    job: NewJob, payload: str, tenant: str, dispatched_at: int | None, relay_at: int | None
+) -> dict[str, Any]:
+    """The row of a job added now, queued with no attempt, by the columns of ``_NEW_COLUMNS``."""
+    by = job.enqueued_by
+    return {
+        "id": job.id,
+        "name": job.name,
+        "queue": job.queue,
+        "status": JobStatus.QUEUED.value,
+        "payload": payload,
+        "enqueued_at": to_micros(job.enqueued_at, "enqueued_at"),
+        "run_at": to_micros(job.run_at, "run_at"),
+        "attempts": 0,
+        "max_attempts": job.max_attempts,
+        "correlation_id": by.correlation_id,
+        "actor": by.actor,
+        "tenant_id": by.tenant_id,
+        "traceparent": by.traceparent,
+        "tenant": tenant,
+        "idempotency_key": job.idempotency_key,
+        "dispatched_at": dispatched_at,
+        "relay_at": relay_at,
+        "redispatches": 0,
+    }
+
+
+def _insert_unnest(table: Any) -> Any:
+    """PostgreSQL's ``add_many``: the rows from ``unnest`` of one array parameter per column
+    (named after it), so a batch of any size is one statement of 18 parameters."""
+
+    def sql_type(name: str) -> str:
+        kind = table.c[name].type
+        return (
+            "bigint"
+            if isinstance(kind, BigInteger)
+            else "integer"
+            if isinstance(kind, Integer)
+            else "text"
+        )
+
+    arrays = ", ".join(f"CAST(:{name} AS {sql_type(name)}[])" for name in _NEW_COLUMNS)
+    columns = ", ".join(_NEW_COLUMNS)
+    return sql_text(
+        f'INSERT INTO "{table.name}" ({columns}) SELECT * FROM unnest({arrays}) '
+        "ON CONFLICT DO NOTHING RETURNING id"
+    )
+
+
+def _indexed_bytes(job: NewJob) -> int:
+    return max(
+        len((value or "").encode()) for value in (job.idempotency_key, job.tenant_id, job.id)
+    )
 
 
 def _keepable(text: str, postgresql: bool) -> bool:

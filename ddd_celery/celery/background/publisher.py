@@ -8,12 +8,14 @@ it is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from ddd_celery.background.publisher import JobPublisher
 from ddd_celery.background.store import Dispatch
 from ddd_celery.celery._task_messages import TaskMessage, new_task_id
+from ddd_celery.celery.publish_batch import publish_batch
 
 JOB_ID = "job_id"
 """The one keyword argument of a background job's task."""
@@ -98,3 +100,27 @@ class CeleryJobPublisher(JobPublisher):
         send_wakeup(
             self._app, dispatch.name, dispatch.queue, dispatch.job_id, retries=dispatch.attempts
         )
+
+    def publish_many(self, dispatches: Sequence[Dispatch]) -> None:
+        """Every wake-up through one producer, in one publish batch (one Redis pipeline)."""
+        send_wakeups(self._app, dispatches)
+
+
+def send_wakeups(app: Any, dispatches: Sequence[Dispatch], producer: Any = None) -> None:
+    """``send_wakeup`` of each of ``dispatches`` through one producer (``producer``, or one
+    taken from the app's pool for them all), in one publish batch where the transport has
+    one (``publish_batch``): the relay's batch and an ``enqueue_many``'s are one write."""
+    if producer is None:
+        with app.producer_or_acquire() as held:
+            send_wakeups(app, dispatches, held)
+        return
+    with publish_batch(producer, len(dispatches)):
+        for dispatch in dispatches:
+            send_wakeup(
+                app,
+                dispatch.name,
+                dispatch.queue,
+                dispatch.job_id,
+                producer,
+                retries=dispatch.attempts,
+            )

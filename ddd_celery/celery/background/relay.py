@@ -41,9 +41,8 @@ from ddd_celery.background.store import (
     StoredJob,
     dropped_of,
 )
-from ddd_celery.celery.background.publisher import send_wakeup
+from ddd_celery.celery.background.publisher import send_wakeups
 from ddd_celery.celery.config import DEFAULT_PURGE_BATCH, JobsConfig, app_config
-from ddd_celery.celery.publish_batch import publish_batch
 from ddd_celery.celery.registry import CeleryJob
 from ddd_celery.declarations.schedule import parse_job_schedule
 from ddd_celery.kernel.clock import Clock
@@ -208,16 +207,7 @@ class Relay:
                 due = self._store.take_due(
                     now=now, limit=self._batch, redispatch_after_ms=self._redispatch_after_ms
                 )
-                with publish_batch(producer, len(due)):
-                    for dispatch in due:
-                        send_wakeup(
-                            self._app,
-                            dispatch.name,
-                            dispatch.queue,
-                            dispatch.job_id,
-                            producer,
-                            retries=dispatch.attempts,
-                        )
+                send_wakeups(self._app, due, producer)
                 published += len(due)
                 dropped += dropped_of(due)
                 if len(due) < self._batch:

@@ -332,4 +332,44 @@ local function claimable(job)
   return job.status == 'queued' or job.status == 'failed'
 end
 
+-- Add a queued job unless the job `key_name` names (its idempotency key's, nil for none) or its
+-- own hash is kept already; the id kept. `a` holds the job's fields: id, name, queue, payload
+-- (JSON), enqueued_at, run_at, max_attempts, enqueued_by (JSON), tenant ('' for none), key
+-- (the idempotency key, '' for none) and dispatched ('1': the caller publishes its wake-up now,
+-- P dispatched at enqueued_at; '0': the relay must, P pending by run_at). job_add.lua adds one,
+-- job_add_many.lua a batch.
+local function add_job(a, key_name)
+  local id = a.id
+  if key_name then
+    local earlier = redis.call('GET', key_name)
+    if earlier and redis.call('EXISTS', job_key(earlier)) == 1 then
+      return earlier
+    end
+  end
+  if redis.call('EXISTS', job_key(id)) == 1 then
+    return id
+  end
+  local fields = {'id', id, 'name', a.name, 'queue', a.queue, 'payload', a.payload,
+    'enqueued_at', a.enqueued_at, 'run_at', a.run_at, 'attempts', 0,
+    'max_attempts', a.max_attempts, 'enqueued_by', a.enqueued_by, 'tenant', a.tenant}
+  if key_name then
+    fields[#fields + 1] = 'idempotency_key'
+    fields[#fields + 1] = a.key
+    redis.call('SET', key_name, id)
+  end
+  local job = {id = id, name = a.name, queue = a.queue, enqueued_at = a.enqueued_at,
+    tenant = a.tenant}
+  for _, listing in ipairs(listings(job)) do
+    redis.call('ZADD', listing, 0, member(job))
+  end
+  move(job, 'queued', fields)
+  redis.call('ZADD', P .. 'queue:' .. a.queue, a.run_at, id)
+  if a.dispatched == '1' then
+    redis.call('ZADD', P .. 'dispatched', a.enqueued_at, id)
+  else
+    redis.call('ZADD', P .. 'pending', a.run_at, id)
+  end
+  return id
+end
+
 -- (the script proper follows)

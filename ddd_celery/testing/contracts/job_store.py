@@ -14,7 +14,7 @@ milliseconds, what every store keeps. Each test starts on an empty store.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -24,6 +24,7 @@ import pytest
 from ddd_celery.background.errors import JOB_INTERRUPTED, JobInterruptedError
 from ddd_celery.background.rules import MOVES, JobEvent, keyed_job_id
 from ddd_celery.background.store import (
+    ADD_MANY_BATCH,
     ATTEMPTS_KEPT,
     AttemptRecord,
     AttemptState,
@@ -346,6 +347,146 @@ class JobStoreContract:
 
         assert subject.peer.find("job-1", tenant_id=None) is None
         assert self.status(subject, "job-2") is JobStatus.QUEUED
+
+    # -- add_many -----------------------------------------------------------------------
+
+    def add_many(
+        self, subject: JobStoreSubject, jobs: list[NewJob], *, dispatched: bool = False
+    ) -> list[str]:
+        """``add_many`` by the store, in a unit of work when the store writes in one."""
+        if subject.store.transactional and subject.unit_of_work is not None:
+            with subject.unit_of_work.begin():
+                return subject.store.add_many(jobs, dispatched=dispatched)
+        return subject.store.add_many(jobs, dispatched=dispatched)
+
+    def test_add_many_keeps_every_job_as_add_would_and_answers_their_ids_in_order(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        jobs = [
+            new_job(subject, "job-1", run_at_ms=5_000, tenant="t-1", key="k", payload={"n": 1}),
+            new_job(subject, "job-2", name=OTHER_JOB, queue="mail", payload={"n": "été ✓"}),
+            new_job(subject, "job-3", enqueued_at_ms=1, tenant="t-2", max_attempts=1),
+        ]
+
+        assert self.add_many(subject, jobs) == ["job-1", "job-2", "job-3"]
+        for job in jobs:
+            found = self.found(subject, job.id, peer=True)
+            assert (found.name, found.queue, found.status) == (job.name, job.queue, "queued")
+            assert (found.payload, found.enqueued_at, found.run_at) == (
+                job.payload,
+                job.enqueued_at,
+                job.run_at,
+            )
+            assert (found.attempts, found.max_attempts) == (0, job.max_attempts)
+            assert (found.enqueued_by, found.idempotency_key) == (
+                job.enqueued_by,
+                job.idempotency_key,
+            )
+        assert subject.store.stats().by_name == {
+            JOB: {JobStatus.QUEUED: 2},
+            OTHER_JOB: {JobStatus.QUEUED: 1},
+        }
+        assert [job.id for job in subject.store.list_jobs()] == ["job-3", "job-2", "job-1"]
+
+    def test_add_many_keeps_the_first_job_of_each_idempotency_key_of_its_tenant(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add_many(subject, [new_job(subject, "job-1", tenant="t-1", key="a")])
+        kept = self.add_many(
+            subject,
+            [
+                new_job(subject, "job-2", tenant="t-1", key="a"),
+                new_job(subject, "job-3", tenant="t-2", key="a"),
+                new_job(subject, "job-4", tenant="t-1", key="b"),
+                new_job(subject, "job-5", tenant="t-1", key="b"),
+                new_job(subject, "job-6", key="b"),
+            ],
+        )
+
+        assert kept == ["job-1", "job-3", "job-4", "job-4", "job-6"]
+        assert sorted(job.id for job in subject.store.list_jobs()) == [
+            "job-1",
+            "job-3",
+            "job-4",
+            "job-6",
+        ]
+
+    def test_add_many_sent_again_keeps_one_of_each_and_answers_the_same_ids(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        jobs = [new_job(subject, f"job-{i}", key=f"k-{i}" if i % 2 else None) for i in range(6)]
+
+        first = self.add_many(subject, jobs)
+        again = self.add_many(subject, jobs)
+
+        assert first == again == [job.id for job in jobs]
+        assert len(subject.store.list_jobs()) == 6
+        assert subject.store.stats().total(JobStatus.QUEUED) == 6
+
+    def test_add_many_of_more_jobs_than_one_write_holds_keeps_them_all(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        count = ADD_MANY_BATCH * 2 + 1
+        jobs = [new_job(subject, f"job-{i:05}", key=f"k-{i % (count - 1)}") for i in range(count)]
+
+        kept = self.add_many(subject, jobs)
+
+        assert kept[: count - 1] == [job.id for job in jobs[: count - 1]]
+        assert kept[-1] == "job-00000"  # the last job's key is the first's
+        assert subject.store.stats().total(JobStatus.QUEUED) == count - 1
+
+    def test_add_many_dispatches_only_the_jobs_due_when_enqueued(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        self.add_many(
+            subject,
+            [new_job(subject, "now"), new_job(subject, "later", run_at_ms=100)],
+            dispatched=True,
+        )
+
+        # the due one was published by the caller: the relay leaves it until it is stale (or,
+        # from an outbox, its grace is over)
+        assert [d.job_id for d in self.take(subject, 100)] == ["later"]
+        assert [d.job_id for d in self.take(subject, REDISPATCH_MS + 50)] == ["now"]
+
+    def test_a_transactional_store_adds_a_batch_only_when_its_unit_of_work_commits(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        unit_of_work = subject.unit_of_work
+        if not subject.store.transactional or unit_of_work is None:
+            return  # a store outside the transaction: the previous tests add at once
+
+        def failing_use_case() -> None:
+            with unit_of_work.begin():
+                subject.store.add_many(
+                    [new_job(subject, "job-1"), new_job(subject, "job-2")], dispatched=False
+                )
+                raise RuntimeError("the use case fails")
+
+        with pytest.raises(RuntimeError, match="the use case fails"):
+            failing_use_case()
+
+        assert subject.peer.list_jobs() == []
+
+    def test_add_many_refuses_a_naive_instant_and_adds_nothing(
+        self, job_store_subject: JobStoreSubject
+    ) -> None:
+        subject = job_store_subject
+        naive = replace(new_job(subject, "job-2"), run_at=subject.start.replace(tzinfo=None))
+
+        with pytest.raises(ValueError, match="aware"):
+            self.add_many(subject, [new_job(subject, "job-1"), naive])
+        assert subject.store.list_jobs() == []
+
+    def test_add_many_of_no_job_adds_nothing(self, job_store_subject: JobStoreSubject) -> None:
+        assert self.add_many(job_store_subject, []) == []
+        assert job_store_subject.store.list_jobs() == []
 
     # -- claims -------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from ddd_celery import BackgroundJobExecution, background
 from ddd_celery.background import StoredJobQueue
 from ddd_celery.background.publisher import JobPublisher
 from ddd_celery.background.store import Dispatch, EnqueuedBy, JobStatus, NewJob
-from ddd_celery.kernel import FixedClock, FixedExecutionScope
+from ddd_celery.kernel import EnqueueRequest, FixedClock, FixedExecutionScope
 from ddd_celery.kernel.ids import SequentialIdGenerator
 from ddd_celery.sql import (
     DEFAULT_OUTBOX_GRACE_MS,
@@ -223,3 +223,45 @@ def test_an_add_that_fails_in_a_use_case_rolls_the_use_case_back(
 
 def _fields(job: NewJob) -> dict[str, object]:
     return {name: getattr(job, name) for name in NewJob.__dataclass_fields__}
+
+
+def test_a_batch_is_written_in_the_use_cases_transaction_and_woken_after_its_commit(
+    app: Application, notes: Table
+) -> None:
+    requests = [EnqueueRequest(CompileStatementJob, {"month": f"2026-{m:02}"}) for m in (1, 2, 3)]
+
+    with app.unit_of_work.begin():
+        add_note(app.unit_of_work, notes, "closed 2026-Q1")
+        ids = app.jobs.enqueue_many(requests)
+        assert [app.relay.find(job_id, tenant_id=None) for job_id in ids] == [None] * 3
+        assert app.publisher.published == []
+
+    assert [app.relay.find(job_id, tenant_id=None) is not None for job_id in ids] == [True] * 3
+    assert app.publisher.published == [(job_id, ["closed 2026-Q1"]) for job_id in ids]
+
+
+def test_a_batch_of_a_use_case_that_raises_is_neither_kept_nor_woken(
+    app: Application, engine: Engine, notes: Table
+) -> None:
+    def refused_use_case() -> None:
+        with app.unit_of_work.begin():
+            add_note(app.unit_of_work, notes, "closed 2026-Q1")
+            app.jobs.enqueue_many([EnqueueRequest(CompileStatementJob, {"month": "2026-01"})] * 3)
+            raise RuntimeError("refused")
+
+    with pytest.raises(RuntimeError, match="refused"):
+        refused_use_case()
+
+    assert visible(engine, notes) == []
+    assert app.relay.list_jobs() == []
+    assert app.publisher.published == []
+
+
+def test_a_committed_batch_whose_publish_never_came_is_published_by_the_relay(
+    app: Application,
+) -> None:
+    with app.unit_of_work.begin():  # the process dies after this commit: nothing is published
+        app.store.add_many([new_job("lost-1"), new_job("lost-2")], dispatched=True)
+
+    assert taken(app.relay, NOW + GRACE - timedelta(microseconds=1)) == []
+    assert sorted(taken(app.relay, NOW + GRACE)) == ["lost-1", "lost-2"]
