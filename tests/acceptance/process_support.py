@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -101,10 +101,15 @@ class CeleryProcess:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if it has not ended within ``STOP_S``."""
+        if self.alive:
+            self.signal(signal.SIGTERM)
+        self._wait_or_kill()
+
+    def _wait_or_kill(self) -> None:
+        """Wait ``STOP_S`` for the end of a process told to stop, then SIGKILL it."""
         process = self._process
         if process is None or process.poll() is not None:
             return
-        process.terminate()
         try:
             process.wait(STOP_S)
         except subprocess.TimeoutExpired:
@@ -113,6 +118,17 @@ class CeleryProcess:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
+
+
+def stop_all(processes: Iterable[CeleryProcess]) -> None:
+    """``stop`` every process, side by side: SIGTERM to all, then wait for each, so a test's
+    teardown takes the shutdown of its slowest process, not the sum of them all."""
+    processes = list(processes)
+    for process in processes:
+        if process.alive:
+            process.signal(signal.SIGTERM)
+    for process in processes:
+        process._wait_or_kill()
 
 
 class RedisServer:
@@ -265,8 +281,7 @@ class Deployment:
         return "\n".join(f"----- {p.name}\n{p.output()[-4000:]}" for p in self.processes)
 
     def close(self) -> None:
-        for process in self.processes:
-            process.stop()
+        stop_all(self.processes)
         for server in self.servers:
             server.kill()
         for key in self.records.scan_iter(match=f"{self.prefix}*"):

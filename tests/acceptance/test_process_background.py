@@ -42,7 +42,7 @@ from background_app_jobs import (
 from celery import Celery
 from fault_proxy import FaultProxy
 from kombu import Connection
-from process_support import HERE, STOP_S, CeleryProcess, deployed, wait_until
+from process_support import HERE, STOP_S, CeleryProcess, deployed, stop_all, wait_until
 from redis import Redis
 from services import REDIS_URL
 
@@ -175,8 +175,7 @@ class Background:
         return "\n".join(f"----- {p.name}\n{p.output()[-3000:]}" for p in self.processes)
 
     def close(self) -> None:
-        for process in self.processes:
-            process.stop()
+        stop_all(self.processes)
         self.sender.close()
         for key in self.client.scan_iter(match=f"{self.prefix}*"):
             self.client.delete(key)

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from background_app_jobs import FLAKY, JOBS, FlakyJob, NoopJob
 from celery import Celery
-from process_support import HERE, AppProcess, wait_until
+from process_support import HERE, AppProcess, stop_all, wait_until
 from redis import Redis
 from services import DATABASE_URL, REDIS_URL
 from sqlalchemy import create_engine
@@ -104,8 +104,7 @@ class Operated:
         return "\n".join(f"----- {p.name}\n{p.output()[-3000:]}" for p in self.processes)
 
     def stop(self) -> None:
-        for process in self.processes:
-            process.stop()
+        stop_all(self.processes)
 
 
 def fields(output: str) -> dict[str, str]:

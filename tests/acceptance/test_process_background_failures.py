@@ -28,7 +28,7 @@ from background_failures_jobs import (
     FailsTwiceJob,
 )
 from celery import Celery
-from process_support import HERE, AppProcess, deployed, wait_until
+from process_support import HERE, AppProcess, deployed, stop_all, wait_until
 from redis import Redis
 from services import REDIS_URL
 
@@ -99,8 +99,7 @@ class Failures:
         return "\n".join(f"----- {p.name}\n{p.output()[-4000:]}" for p in self.processes)
 
     def close(self) -> None:
-        for process in self.processes:
-            process.stop()
+        stop_all(self.processes)
         self.sender.close()
         for key in self.client.scan_iter(match=f"{self.prefix}*"):
             self.client.delete(key)

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
-from process_support import HERE, AppProcess, deployed, wait_until
+from process_support import HERE, AppProcess, deployed, stop_all, wait_until
 from redis import Redis
 from services import DATABASE_URL, REDIS_URL
 from sqlalchemy import create_engine
@@ -137,8 +137,7 @@ class Clinic:
         return "\n".join(f"----- {p.name}\n{p.output()[-3000:]}" for p in self.processes)
 
     def close(self) -> None:
-        for process in self.processes:
-            process.stop()
+        stop_all(self.processes)
         self.sender.close()
         for key in self.client.scan_iter(match=f"{self.prefix}*"):
             self.client.delete(key)

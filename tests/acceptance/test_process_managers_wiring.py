@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from booking_webhook import PaymentWebhookJob
 from celery import Celery
-from process_support import HERE, AppProcess, wait_until
+from process_support import HERE, AppProcess, stop_all, wait_until
 from services import DATABASE_URL, REDIS_URL
 from sqlalchemy import create_engine
 from sqlalchemy.orm import sessionmaker
@@ -116,8 +116,7 @@ def clinic(tmp_path: Path) -> Iterator[dict[str, Any]]:
             "logs": logs,
         }
     finally:
-        for process in processes:
-            process.stop()
+        stop_all(processes)
         web.close()
         for key in client.scan_iter(match=f"{prefix}*"):
             client.delete(key)

@@ -22,7 +22,14 @@ from typing import Any
 import pytest
 from background_app_jobs import JOBS, NoopJob
 from fault_proxy import FaultProxy
-from process_support import HERE, CeleryProcess, seconds_between, sleep_until_mid_second, wait_until
+from process_support import (
+    HERE,
+    CeleryProcess,
+    seconds_between,
+    sleep_until_mid_second,
+    stop_all,
+    wait_until,
+)
 from redis import Redis
 from services import DATABASE_URL, REDIS_URL
 from sqlalchemy import create_engine
@@ -111,8 +118,7 @@ class HungStore:
 
     def close(self) -> None:
         self.proxy.heal()
-        for process in self.processes:
-            process.stop()
+        stop_all(self.processes)
         for key in self.client.scan_iter(match=f"{self.prefix}*"):
             self.client.delete(key)
         if self.sql:

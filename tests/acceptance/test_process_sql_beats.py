@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
-from process_support import HERE, CeleryProcess, parse, seconds_between, wait_until
+from process_support import HERE, CeleryProcess, parse, seconds_between, stop_all, wait_until
 from redis import Redis
 from services import REDIS_URL
 from sqlalchemy import create_engine
@@ -159,8 +159,7 @@ class Beats:
         return "\n".join(f"----- {p.name}\n{p.output()[-3000:]}" for p in self.processes)
 
     def close(self) -> None:
-        for process in self.processes:
-            process.stop()
+        stop_all(self.processes)
         for key in self.records.scan_iter(match=f"{self.prefix}*"):
             self.records.delete(key)
         broker = Celery("cleanup", broker=RABBITMQ_URL, set_as_current=False)

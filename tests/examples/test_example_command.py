@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from examples.clinic.demo import PATIENTS
+from examples.clinic.demo import PATIENTS, WEB_PORT
 from examples.clinic.platform.backend import BACKEND, DATA
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_example_mails_each_reminder_once_and_closes_each_tenant_s_month_once(
     tmp_path: Path,
 ) -> None:
-    environ = {"PATH": "/usr/bin:/bin", BACKEND: "embedded", DATA: str(tmp_path)}
+    environ = {"PATH": "/usr/bin:/bin", WEB_PORT: "0", BACKEND: "embedded", DATA: str(tmp_path)}
 
     # the Python entry ./dev example wraps, without its install step
     finished = subprocess.run(
@@ -53,7 +53,7 @@ def test_the_example_mails_each_reminder_once_and_closes_each_tenant_s_month_onc
 @pytest.mark.processes
 def test_the_example_serves_the_operator_s_page_and_prints_its_address(tmp_path: Path) -> None:
     """The page answers, read-only, on the embedded default while the example runs."""
-    environ = {"PATH": "/usr/bin:/bin", BACKEND: "embedded", DATA: str(tmp_path)}
+    environ = {"PATH": "/usr/bin:/bin", WEB_PORT: "0", BACKEND: "embedded", DATA: str(tmp_path)}
     with subprocess.Popen(
         [sys.executable, "-m", "examples.clinic.demo", "--for", "25"],
         cwd=ROOT,

@@ -52,6 +52,7 @@ def test_a_run_after_another_starts_clean_with_no_burst_and_no_stale_skip(
 ) -> None:
     environ = {
         "PATH": "/usr/bin:/bin",
+        WEB_PORT: "0",
         BACKEND: "redis",
         DATA: str(tmp_path),
         PREFIX: prefix,

@@ -23,6 +23,7 @@ import pytest
 from redis import Redis
 from services import REDIS_URL
 
+from examples.clinic.demo import WEB_PORT
 from examples.clinic.platform.backend import BACKEND, DATA, PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +125,7 @@ def prefix() -> Iterator[str]:
 
 @pytest.mark.processes
 def test_one_sigint_stops_the_example_on_the_embedded_default(tmp_path: Path) -> None:
-    run = demo({"PATH": "/usr/bin:/bin", BACKEND: "embedded", DATA: str(tmp_path)})
+    run = demo({"PATH": "/usr/bin:/bin", WEB_PORT: "0", BACKEND: "embedded", DATA: str(tmp_path)})
     run.wait_for(STARTED, timeout_s=60)
     time.sleep(2)  # the month's close and its statements' first attempts under way
 
@@ -141,6 +142,7 @@ def test_one_sigint_stops_the_example_on_redis_and_deletes_its_keys(
 ) -> None:
     environ = {
         "PATH": "/usr/bin:/bin",
+        WEB_PORT: "0",
         BACKEND: "redis",
         "REDIS_URL": REDIS_URL,
         DATA: str(tmp_path),
@@ -170,7 +172,7 @@ def test_one_ctrl_c_stops_dev_example_and_the_booking_never_starts(tmp_path: Pat
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     (tmp_path / "ddd_celery").symlink_to(ROOT / "ddd_celery")
     data = tmp_path / "data"
-    environ = {"PATH": "/usr/bin:/bin", BACKEND: "embedded", DATA: str(data)}
+    environ = {"PATH": "/usr/bin:/bin", WEB_PORT: "0", BACKEND: "embedded", DATA: str(data)}
     run = Run(["bash", "dev", "example", "--verbose"], environ, cwd=tmp_path)
     run.wait_for(STARTED, timeout_s=60)
 
