@@ -70,7 +70,8 @@ def test_the_settings_switch_each_job_off_by_its_variable(project: Project) -> N
     assert done.stdout.splitlines() == [
         "['notifications.send-reminders', 'billing.close-month']",
         "{'billing.close-month': JobSettings(enabled=False, schedule=None, overlap=None, "
-        "missed=None, timeout_ms=None, jitter_ms=None, single_instance=None, tenancy=None)}",
+        "missed=None, timeout_ms=None, jitter_ms=None, single_instance=None, tenancy=None, "
+        "tenant_runs=None)}",
     ]
 
 
