@@ -8,6 +8,7 @@ from datetime import datetime
 
 from ddd_celery.redis.connection import RedisClient
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
+from ddd_celery.redis.scripts import register
 from ddd_celery.scheduling.pauses import (
     JobPauses,
     Pause,
@@ -29,6 +30,8 @@ class RedisJobPauses(JobPauses):
     def __init__(self, client: RedisClient, *, prefix: str = "ddd_celery:") -> None:
         self._client = client
         self._key = f"{prefix}pauses"
+        self._pause = register(client, "pause.lua")
+        self._resume = register(client, "resume.lua")
 
     @property
     def client(self) -> RedisClient:
@@ -37,23 +40,13 @@ class RedisJobPauses(JobPauses):
 
     def pause(self, job: str, *, by: str, at: datetime, reason: str | None = None) -> Pause:
         record = json.dumps(pause_as_dict(new_pause(job, by=by, at=at, reason=reason)))
-        with (
-            unavailable_as(StoreUnavailableError, f"pause {job!r}"),
-            self._client.pipeline(transaction=True) as pipe,
-        ):
-            pipe.hsetnx(self._key, job, record)
-            pipe.hget(self._key, job)
-            _, kept = pipe.execute()
+        with unavailable_as(StoreUnavailableError, f"pause {job!r}"):
+            kept = self._pause(keys=[self._key], args=[job, record])
         return pause_from_dict(json.loads(kept))
 
     def resume(self, job: str) -> Pause | None:
-        with (
-            unavailable_as(StoreUnavailableError, f"resume {job!r}"),
-            self._client.pipeline(transaction=True) as pipe,
-        ):
-            pipe.hget(self._key, job)
-            pipe.hdel(self._key, job)
-            removed, _ = pipe.execute()
+        with unavailable_as(StoreUnavailableError, f"resume {job!r}"):
+            removed = self._resume(keys=[self._key], args=[job])
         return None if removed is None else pause_from_dict(json.loads(removed))
 
     def paused(self) -> Mapping[str, Pause]:
