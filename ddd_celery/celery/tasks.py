@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -58,6 +58,9 @@ from ddd_celery.scheduling.execution import (
     tenants_of,
 )
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
+
+RunMessage = Callable[..., "tuple[JobRun, BaseException | None] | None"]
+"""What a task calls with its app, job name, args, kwargs and ``carrier``: the run's end, if any."""
 
 HARD_LIMIT_GRACE_S = 5.0
 """How long past its soft limit a prefork child may go on before Celery kills it.
@@ -146,15 +149,29 @@ def register_job_task(app: Any, job: CeleryJob) -> None:
     log lines show the library's fields, once per process (``render_fields_in_celery_logs``).
     """
 
-    def run_occurrence(task: Any, *args: Any, **kwargs: Any) -> None:
-        concluded = run_message(task.app, job.name, args, kwargs, carrier=task.request)
+    register_run_task(
+        app,
+        job,
+        name=job.task_name,
+        run=run_message,
+        doc=f"Run one occurrence of the scheduled job {job.name}.",
+    )
+    render_fields_in_celery_logs()
+
+
+def register_run_task(app: Any, job: CeleryJob, *, name: str, run: RunMessage, doc: str) -> None:
+    """Register a task named ``name`` that runs what its message carries with ``run``: early
+    acknowledged, never redelivered, JSON only, ending in failure when the run failed."""
+
+    def run_task(task: Any, *args: Any, **kwargs: Any) -> None:
+        concluded = run(task.app, job.name, args, kwargs, carrier=task.request)
         if concluded is not None:
             raise_if_failed(*concluded, messages=app_config(task.app).traceback_messages)
 
-    run_occurrence.__doc__ = f"Run one occurrence of the scheduled job {job.name}."
+    run_task.__doc__ = doc
     app.task(
-        run_occurrence,
-        name=job.task_name,
+        run_task,
+        name=name,
         bind=True,
         shared=False,
         acks_late=False,
@@ -165,7 +182,6 @@ def register_job_task(app: Any, job: CeleryJob) -> None:
         serializer="json",
         **time_limits(job.schedule.options.timeout_ms),
     )
-    render_fields_in_celery_logs()
 
 
 def run_message(

@@ -23,7 +23,6 @@ from typing import Any
 
 from celery.exceptions import WorkerLostError
 
-from ddd_celery.celery.config import app_config
 from ddd_celery.celery.message import UnreadableMessageError, refuse_unreal
 from ddd_celery.celery.registry import ATTRIBUTE, CeleryJob, CeleryJobs, jobs_of
 from ddd_celery.celery.spread import (
@@ -36,9 +35,7 @@ from ddd_celery.celery.spread import (
 )
 from ddd_celery.celery.tasks import (
     OccurrenceRun,
-    ScheduledJobRefusedError,
-    raise_if_failed,
-    time_limits,
+    register_run_task,
 )
 from ddd_celery.kernel.errors import error_code_of
 from ddd_celery.scheduling.execution import ran
@@ -52,24 +49,12 @@ _logger = logging.getLogger(DEFAULT_LOGGER)
 def register_tenant_task(app: Any, job: CeleryJob) -> None:
     """Register the task of ``job``'s tenant runs: as its own task, never redelivered."""
 
-    def run_tenant(task: Any, *args: Any, **kwargs: Any) -> None:
-        concluded = run_tenant_message(task.app, job.name, args, kwargs, carrier=task.request)
-        if concluded is not None:
-            raise_if_failed(*concluded, messages=app_config(task.app).traceback_messages)
-
-    run_tenant.__doc__ = f"Run one tenant of an occurrence of the scheduled job {job.name}."
-    app.task(
-        run_tenant,
+    register_run_task(
+        app,
+        job,
         name=tenant_task_name(job),
-        bind=True,
-        shared=False,
-        acks_late=False,
-        reject_on_worker_lost=False,
-        ignore_result=True,
-        store_errors_even_if_ignored=True,
-        throws=(ScheduledJobRefusedError,),
-        serializer="json",
-        **time_limits(job.schedule.options.timeout_ms),
+        run=run_tenant_message,
+        doc=f"Run one tenant of an occurrence of the scheduled job {job.name}.",
     )
 
 
