@@ -49,13 +49,9 @@ class OccurrenceMessage:
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> OccurrenceMessage:
         """Read the kwargs of a task; raise ``UnreadableMessageError`` naming what is wrong."""
-        unknown = set(kwargs) - {"scheduled_at", "correlation_id", "tenant_id"}
-        if unknown:
-            raise UnreadableMessageError(
-                f"has {len(unknown)} unexpected field(s); an occurrence has scheduled_at, "
-                "correlation_id and tenant_id",
-                field="kwargs",
-            )
+        refuse_unknown_fields(
+            kwargs, ("scheduled_at", "correlation_id", "tenant_id"), "an occurrence"
+        )
         raw_at, correlation_id = kwargs.get("scheduled_at"), kwargs.get("correlation_id")
         tenant_id = kwargs.get("tenant_id")
         if not isinstance(raw_at, str):
@@ -76,6 +72,16 @@ class OccurrenceMessage:
                 f"must be a string or null, not {type(tenant_id).__name__}", field="tenant_id"
             )
         return cls(scheduled_at, correlation_id, tenant_id)
+
+
+def refuse_unknown_fields(kwargs: Mapping[str, Any], fields: tuple[str, ...], what: str) -> None:
+    """Refuse kwargs naming a field the message does not have, listing those it has."""
+    unknown = set(kwargs) - set(fields)
+    if unknown:
+        named = f"{', '.join(fields[:-1])} and {fields[-1]}"
+        raise UnreadableMessageError(
+            f"has {len(unknown)} unexpected field(s); {what} has {named}", field="kwargs"
+        )
 
 
 def refuse_unreal(

@@ -21,7 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError
+from ddd_celery.celery.message import (
+    OccurrenceMessage,
+    UnreadableMessageError,
+    refuse_unknown_fields,
+)
 from ddd_celery.celery.promotion import conclude_run
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs
 from ddd_celery.celery.tracing import send_span
@@ -80,6 +84,9 @@ class TenantRunMessage:
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> TenantRunMessage:
         """Read a tenant task's kwargs; raise ``UnreadableMessageError`` naming what is wrong."""
+        refuse_unknown_fields(
+            kwargs, ("scheduled_at", "correlation_id", "tenant_id", "started_at"), "a tenant run"
+        )
         rest = dict(kwargs)
         raw = rest.pop("started_at", None)
         occurrence = OccurrenceMessage.from_kwargs(rest)

@@ -20,7 +20,8 @@ from celery.exceptions import WorkerLostError
 from celery_support import Runs
 
 from ddd_celery.celery import install_jobs
-from ddd_celery.celery.message import OccurrenceMessage
+from ddd_celery.celery.message import OccurrenceMessage, UnreadableMessageError
+from ddd_celery.celery.spread import TenantRunMessage
 from ddd_celery.celery.tasks import run_message
 from ddd_celery.celery.tenant_tasks import on_tenant_task_failure, run_tenant_message
 from ddd_celery.declarations import JobExecution, scheduled
@@ -233,3 +234,30 @@ def test_any_other_failure_of_a_tenant_task_is_left_to_its_run(spread: Spread) -
     on_tenant_task_failure(sender=task, exception=ValueError("x"), kwargs=spread.sent[0][1])
 
     assert spread.run_state.tenant_runs().pending(JOB, AT) == len(TENANTS)
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "why"),
+    [
+        (
+            {"x": "1"},
+            "kwargs",
+            "unexpected field(s); a tenant run has scheduled_at, correlation_id, tenant_id "
+            "and started_at",
+        ),
+        ({"started_at": None}, "started_at", "must be an ISO 8601 instant string"),
+        ({"started_at": "2026-03-01T00:00:00"}, "started_at", "is not an ISO 8601 instant"),
+        ({"tenant_id": None}, "tenant_id", "must name the tenant of the run"),
+    ],
+    ids=["extra-field", "no-start", "naive-start", "no-tenant"],
+)
+def test_a_tenant_message_that_cannot_be_read_names_its_field_and_every_field_it_has(
+    change: dict[str, Any], field: str, why: str
+) -> None:
+    kwargs = {**TenantRunMessage(OccurrenceMessage(AT, "c", "acme"), AT).to_kwargs(), **change}
+
+    with pytest.raises(UnreadableMessageError) as refused:
+        TenantRunMessage.from_kwargs(kwargs)
+
+    assert refused.value.field == field
+    assert why in str(refused.value)
