@@ -248,18 +248,39 @@ def cluster_prefix(client: object, key_prefix: str | None) -> str:
     """The key prefix of the stores on ``client``: the one given, or the default; on a cluster
     the default has a hash tag, and a prefix given without one is refused."""
     from ddd_celery.redis.connection import is_cluster  # noqa: PLC0415 - Redis is configured
-    from ddd_celery.redis.slots import CLUSTER_PREFIX, hash_tag, tagged  # noqa: PLC0415
+    from ddd_celery.redis.slots import CLUSTER_PREFIX, hash_tag  # noqa: PLC0415
 
     if not is_cluster(client):
         return DEFAULT_KEY_PREFIX if key_prefix is None else key_prefix
     if key_prefix is None:
         return CLUSTER_PREFIX
     if hash_tag(key_prefix) is None:
-        raise JobsConfigError(
-            f"{PREFIX}key_prefix {key_prefix!r} has no hash tag, and on a Redis Cluster each "
-            f"script's keys must share a slot: set it to {tagged(key_prefix)!r}, for example"
-        )
+        raise _untagged(key_prefix)
     return key_prefix
+
+
+def refuse_untagged_cluster_prefix(config: JobsConfig) -> None:
+    """Refuse a key prefix without a hash tag for a cluster's URL, from the URL alone.
+
+    The stores find out on their first use, which for a worker is its first task: checked as
+    each process starts (``check_configuration``), the process stops there, in one line.
+    """
+    if config.redis_url is None or config.key_prefix is None:
+        return
+    from ddd_celery.redis.connection import is_cluster_url  # noqa: PLC0415 - Redis is configured
+    from ddd_celery.redis.slots import hash_tag  # noqa: PLC0415
+
+    if is_cluster_url(config.redis_url) and hash_tag(config.key_prefix) is None:
+        raise _untagged(config.key_prefix)
+
+
+def _untagged(key_prefix: str) -> JobsConfigError:
+    from ddd_celery.redis.slots import tagged  # noqa: PLC0415 - Redis is configured
+
+    return JobsConfigError(
+        f"{PREFIX}key_prefix {key_prefix!r} has no hash tag, and on a Redis Cluster each "
+        f"script's keys must share a slot: set it to {tagged(key_prefix)!r}, for example"
+    )
 
 
 def missing_lock(conf: Mapping[str, Any]) -> JobsConfigError:

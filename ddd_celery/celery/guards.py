@@ -13,7 +13,12 @@ from typing import Any
 
 from celery.utils.imports import symbol_by_name
 
-from ddd_celery.celery.config import JobsConfig, JobsConfigError, app_config
+from ddd_celery.celery.config import (
+    JobsConfig,
+    JobsConfigError,
+    app_config,
+    refuse_untagged_cluster_prefix,
+)
 from ddd_celery.celery.registry import ATTRIBUTE, CeleryJobs
 
 logger = logging.getLogger("ddd_celery.celery.app")
@@ -64,7 +69,9 @@ def check_configuration(app: Any) -> JobsConfig:
     installed = getattr(app, ATTRIBUTE, None)
     if isinstance(installed, CeleryJobs) and installed.environ_refused is not None:
         raise JobsConfigError(installed.environ_refused)
-    return app_config(app)
+    config = app_config(app)
+    refuse_untagged_cluster_prefix(config)
+    return config
 
 
 def refuse_pickle_at_start(sender: Any = None, **_: Any) -> None:

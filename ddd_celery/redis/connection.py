@@ -60,6 +60,11 @@ def connect(url: str, *, timeout: float = 1.0, retries: int = 1) -> RedisClient:
     )
 
 
+def is_cluster_url(url: str) -> bool:
+    """Whether ``connect(url)`` gives a Redis Cluster's client: known before it connects."""
+    return urlsplit(url).scheme in _CLUSTER_SCHEMES
+
+
 def is_cluster(client: object) -> bool:
     """Whether ``client`` is a Redis Cluster's, whose scripts must keep their keys in one slot."""
     return isinstance(client, RedisCluster)

@@ -310,6 +310,27 @@ def test_an_environment_value_that_cannot_be_read_is_refused_by_the_first_use(
         jobs_of(app)
 
 
+@pytest.mark.parametrize("scheme", ["redis+cluster", "rediss+cluster"])
+def test_an_untagged_prefix_for_a_cluster_is_refused_as_a_process_starts_without_asking_it(
+    make_app: AppFactory, closed_port_url: str, scheme: str
+) -> None:
+    """The stores would find out at their first use, for a worker its first task: the URL says
+    it is a cluster, so every process stops as it starts, in one line, with the cluster down."""
+    cluster_url = closed_port_url.replace("redis", scheme, 1)
+    untagged = make_app(ddd_celery_redis_url=cluster_url, ddd_celery_key_prefix="shop:")
+    install(untagged, lock=None)
+
+    with pytest.raises(JobsConfigError, match=r"key_prefix 'shop:' has no hash tag.*'\{shop\}:'"):
+        check_configuration(untagged)
+
+    tagged = make_app(ddd_celery_redis_url=cluster_url, ddd_celery_key_prefix="{shop}:")
+    install(tagged, lock=None)
+    assert check_configuration(tagged).key_prefix == "{shop}:"
+    plain = make_app(ddd_celery_redis_url=closed_port_url, ddd_celery_key_prefix="shop:")
+    install(plain, lock=None)
+    assert check_configuration(plain).key_prefix == "shop:"
+
+
 def test_wiring_asks_no_store_and_no_broker_anything(
     make_app: AppFactory, closed_port_url: str
 ) -> None:
