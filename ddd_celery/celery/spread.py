@@ -16,6 +16,7 @@ still ends.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,6 +44,12 @@ from ddd_celery.scheduling.tenant_runs import (
 )
 
 TENANT_TASK_SUFFIX = ".tenant"
+STRIKE_OFF_RETRY_S = 10.0
+"""How long a tenant run keeps striking itself off a join whose store does not answer: a
+Redis failover takes seconds, and a strike-off lost leaves the occurrence unrecorded and its
+run in progress until the run expires. Sent again, a strike-off changes nothing twice."""
+_FIRST_WAIT_S = 0.05
+_LONGEST_WAIT_S = 1.0
 
 TENANT_RAN: dict[Outcome, tuple[str, int]] = {
     Outcome.SUCCEEDED: ("Scheduled job tenant run succeeded", logging.INFO),
@@ -191,14 +198,26 @@ def strike_off(
 ) -> TenantTally | None:
     """Strike ``tenant`` off the join (``failed``: its error code and type); the tally if last.
 
-    A store that cannot be asked is logged: the occurrence then ends when its run expires.
+    A store that does not answer is asked again for ``STRIKE_OFF_RETRY_S``, waiting longer
+    each time; past that, or on any other error, it is logged, and the occurrence ends when
+    its run expires.
     """
     failure = None if failed is None else TenantFailure(tenant, **failed)
-    try:
-        return tenant_runs.complete(job.name, occurrence.scheduled_at, tenant, failure=failure)
-    except Exception as error:
-        registry.recorder.could_not_follow(job.name, error, what="complete a tenant run")
-        return None
+    wait, give_up_at = _FIRST_WAIT_S, time.monotonic() + STRIKE_OFF_RETRY_S
+    while True:
+        try:
+            return tenant_runs.complete(job.name, occurrence.scheduled_at, tenant, failure=failure)
+        except ConnectionError as error:
+            left = give_up_at - time.monotonic()
+            if left > 0:
+                time.sleep(min(wait, left))
+                wait = min(wait * 2, _LONGEST_WAIT_S)
+                continue
+            registry.recorder.could_not_follow(job.name, error, what="complete a tenant run")
+            return None
+        except Exception as error:  # not an outage: asking again would not help
+            registry.recorder.could_not_follow(job.name, error, what="complete a tenant run")
+            return None
 
 
 def conclude_join(

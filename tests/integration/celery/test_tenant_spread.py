@@ -26,6 +26,7 @@ from ddd_celery.celery.tasks import run_message
 from ddd_celery.celery.tenant_tasks import on_tenant_task_failure, run_tenant_message
 from ddd_celery.declarations import JobExecution, scheduled
 from ddd_celery.kernel.clock import FixedClock
+from ddd_celery.kernel.errors import StoreUnavailableError
 from ddd_celery.kernel.lock import InMemoryLock
 from ddd_celery.kernel.tenants import InMemoryTenantDirectory, TenantDirectory
 from ddd_celery.scheduling.outcomes import Outcome
@@ -261,3 +262,74 @@ def test_a_tenant_message_that_cannot_be_read_names_its_field_and_every_field_it
 
     assert refused.value.field == field
     assert why in str(refused.value)
+
+
+class Unanswering:
+    """The joins of ``inner``, whose first ``failures`` strike-offs raise ``error``."""
+
+    def __init__(self, inner: Any, failures: int, error: Exception) -> None:
+        self.inner, self.failures, self.error, self.calls = inner, failures, error, 0
+
+    def complete(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return self.inner.complete(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _unanswering(
+    spread: Spread, monkeypatch: pytest.MonkeyPatch, failures: int, error: Exception
+) -> Unanswering:
+    joins = Unanswering(spread.run_state.tenant_runs(), failures, error)
+    monkeypatch.setattr(spread.run_state, "tenant_runs", lambda: joins)
+    return joins
+
+
+def test_a_strike_off_the_store_did_not_answer_is_sent_again_so_the_occurrence_is_recorded(
+    spread: Spread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failover of the join's Redis takes seconds: a tenant run that ended meanwhile asks
+    again rather than leave the occurrence unrecorded until its run expires."""
+    spread.occurrence()
+    joins = _unanswering(spread, monkeypatch, 3, StoreUnavailableError("no answer"))
+
+    for index in range(len(TENANTS)):
+        spread.tenant(index)
+
+    assert joins.calls == len(TENANTS) + 3
+    [record] = spread.runs.records
+    assert record.outcome is Outcome.SUCCEEDED
+    assert spread.run_state.running(JOB) is None
+
+
+def test_a_store_down_past_the_retries_leaves_the_occurrence_to_expire_with_its_run(
+    spread: Spread, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr("ddd_celery.celery.spread.STRIKE_OFF_RETRY_S", 0.2)
+    spread.occurrence()
+    joins = _unanswering(spread, monkeypatch, 10_000, StoreUnavailableError("no answer"))
+
+    for index in range(len(TENANTS)):
+        spread.tenant(index)
+
+    assert len(TENANTS) * 2 < joins.calls < 10_000
+    assert spread.runs.records == []
+    assert spread.run_state.running(JOB) == AT  # until the run's time to live
+    followed = [
+        r for r in caplog.records if getattr(r, "operation", None) == "complete a tenant run"
+    ]
+    assert len(followed) == len(TENANTS)
+
+
+def test_a_strike_off_refused_for_another_reason_is_not_sent_again(
+    spread: Spread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spread.occurrence()
+    joins = _unanswering(spread, monkeypatch, 1, ValueError("not a join"))
+
+    spread.tenant(0)
+
+    assert joins.calls == 1
