@@ -272,7 +272,7 @@ def _run_a_thousand_killing_twice(
     def count(status: JobStatus) -> int:
         return bg.store.stats().total(status)
 
-    deadline = time.monotonic() + 150
+    deadline = time.monotonic() + 300  # a hang, not a speed: CI runs it beside the other lane
     while count(JobStatus.SUCCEEDED) < 1_000:
         assert time.monotonic() < deadline, f"{count(JobStatus.SUCCEEDED)} succeeded\n{bg.logs()}"
         if len(ids) < 1_000 and count(JobStatus.QUEUED) < 150:
