@@ -332,13 +332,82 @@ local function claimable(job)
   return job.status == 'queued' or job.status == 'failed'
 end
 
+-- The index writes of adds (add_job), made together by write_adds once the records are
+-- written: one ZADD per index and one HINCRBY per count for a whole batch, not one of each per
+-- job. A script is atomic, so nothing sees a record before its indexes.
+local function new_adds()
+  return {zsets = {}, zset_order = {}, counts = {}, count_order = {}, named = {},
+    tenanted = {}, queued = {}}
+end
+
+local function later_zadd(adds, key, score, m)
+  local pairs_of = adds.zsets[key]
+  if not pairs_of then
+    pairs_of = {}
+    adds.zsets[key] = pairs_of
+    adds.zset_order[#adds.zset_order + 1] = key
+  end
+  pairs_of[#pairs_of + 1] = score
+  pairs_of[#pairs_of + 1] = m
+end
+
+local function later_count(adds, key, field)
+  local fields = adds.counts[key]
+  if not fields then
+    fields = {}
+    adds.counts[key] = fields
+  end
+  if not fields[field] then
+    fields[field] = 0
+    adds.count_order[#adds.count_order + 1] = {key, field}
+  end
+  fields[field] = fields[field] + 1
+end
+
+-- The keys and count fields of a job's name, tenant or queue, each written once for `adds`:
+-- `made` builds them the first time.
+local function known(cache, of, made)
+  local found = cache[of]
+  if not found then
+    found = made(of)
+    cache[of] = found
+  end
+  return found
+end
+
+local function name_parts(name)
+  return {P .. 'list:name:' .. name, name .. '|queued'}
+end
+
+local function tenant_listing(tenant)
+  return P .. 'list:tenant:' .. tenant
+end
+
+local function queue_parts(queue)
+  return {P .. 'queue:' .. queue, queue .. '|queued'}
+end
+
+local function write_adds(adds)
+  for _, key in ipairs(adds.zset_order) do
+    local pairs_of = adds.zsets[key]
+    for i = 1, #pairs_of, 1000 do  -- pairs: 1000 arguments, unpack's limit is far
+      redis.call('ZADD', key, unpack(pairs_of, i, math.min(i + 999, #pairs_of)))
+    end
+  end
+  for _, counted in ipairs(adds.count_order) do
+    local key, field = counted[1], counted[2]
+    bump(key, field, adds.counts[key][field])
+  end
+end
+
 -- Add a queued job unless the job `key_name` names (its idempotency key's, nil for none) or its
 -- own hash is kept already; the id kept. `a` holds the job's fields: id, name, queue, payload
 -- (JSON), enqueued_at, run_at, max_attempts, enqueued_by (JSON), tenant ('' for none), key
 -- (the idempotency key, '' for none) and dispatched ('1': the caller publishes its wake-up now,
--- P dispatched at enqueued_at; '0': the relay must, P pending by run_at). job_add.lua adds one,
--- job_add_many.lua a batch.
-local function add_job(a, key_name)
+-- P dispatched at enqueued_at; '0': the relay must, P pending by run_at). The record and the
+-- idempotency key are written now (a later job of the batch finds them); its index entries and
+-- counts go to `adds`, for write_adds. job_add.lua adds one, job_add_many.lua a batch.
+local function add_job(a, key_name, adds)
   local id = a.id
   if key_name then
     local earlier = redis.call('GET', key_name)
@@ -346,28 +415,39 @@ local function add_job(a, key_name)
       return earlier
     end
   end
-  if redis.call('EXISTS', job_key(id)) == 1 then
+  local record = job_key(id)
+  if redis.call('EXISTS', record) == 1 then
     return id
   end
-  local fields = {'id', id, 'name', a.name, 'queue', a.queue, 'payload', a.payload,
-    'enqueued_at', a.enqueued_at, 'run_at', a.run_at, 'attempts', 0,
-    'max_attempts', a.max_attempts, 'enqueued_by', a.enqueued_by, 'tenant', a.tenant}
   if key_name then
-    fields[#fields + 1] = 'idempotency_key'
-    fields[#fields + 1] = a.key
+    redis.call('HSET', record, 'status', 'queued', 'id', id, 'name', a.name, 'queue', a.queue,
+      'payload', a.payload, 'enqueued_at', a.enqueued_at, 'run_at', a.run_at, 'attempts', 0,
+      'max_attempts', a.max_attempts, 'enqueued_by', a.enqueued_by, 'tenant', a.tenant,
+      'idempotency_key', a.key)
     redis.call('SET', key_name, id)
-  end
-  local job = {id = id, name = a.name, queue = a.queue, enqueued_at = a.enqueued_at,
-    tenant = a.tenant}
-  for _, listing in ipairs(listings(job)) do
-    redis.call('ZADD', listing, 0, member(job))
-  end
-  move(job, 'queued', fields)
-  redis.call('ZADD', P .. 'queue:' .. a.queue, a.run_at, id)
-  if a.dispatched == '1' then
-    redis.call('ZADD', P .. 'dispatched', a.enqueued_at, id)
   else
-    redis.call('ZADD', P .. 'pending', a.run_at, id)
+    redis.call('HSET', record, 'status', 'queued', 'id', id, 'name', a.name, 'queue', a.queue,
+      'payload', a.payload, 'enqueued_at', a.enqueued_at, 'run_at', a.run_at, 'attempts', 0,
+      'max_attempts', a.max_attempts, 'enqueued_by', a.enqueued_by, 'tenant', a.tenant)
+  end
+  -- what move(job, 'queued') writes of a job without a status (see listings, count), and
+  -- the claimable indexes
+  local m = member_at(a.enqueued_at, id)
+  local named, queued = known(adds.named, a.name, name_parts), known(adds.queued, a.queue,
+    queue_parts)
+  later_zadd(adds, P .. 'list:all', 0, m)
+  later_zadd(adds, named[1], 0, m)
+  if a.tenant ~= '' then
+    later_zadd(adds, known(adds.tenanted, a.tenant, tenant_listing), 0, m)
+  end
+  later_zadd(adds, P .. 'list:status:queued', 0, m)
+  later_count(adds, P .. 'stats', queued[2])
+  later_count(adds, P .. 'stats:name', named[2])
+  later_zadd(adds, queued[1], a.run_at, id)
+  if a.dispatched == '1' then
+    later_zadd(adds, P .. 'dispatched', a.enqueued_at, id)
+  else
+    later_zadd(adds, P .. 'pending', a.run_at, id)
   end
   return id
 end
