@@ -167,25 +167,41 @@ class RedisJobStore(JobStore):
         return _text(kept)
 
     def add_many(self, jobs: Sequence[NewJob], *, dispatched: bool) -> list[str]:
-        """One script call per ``ADD_MANY_BATCH`` jobs (``lua/job_add_many.lua``): what the
-        jobs of a call share (name, queue, enqueued_at, max_attempts, tenant) is sent once, as
-        a head each job names, and each job as 8 strings of one flat JSON array; the script
-        writes each record, then every index in one ``ZADD`` and every count in one
-        ``HINCRBY`` for the call."""
-        kept: list[str] = []
-        with unavailable_as(StoreUnavailableError, f"add {len(jobs)} jobs"):
-            for start in range(0, len(jobs), ADD_MANY_BATCH):
-                rows, heads = self._add_many_args(jobs[start : start + ADD_MANY_BATCH], dispatched)
-                reply = self._add_many(
-                    keys=[self._prefix + "list:all"], args=[self._prefix, rows, heads]
-                )
-                kept += json.loads(reply)
-        return kept
-
-    def _add_many_args(self, jobs: Sequence[NewJob], dispatched: bool) -> tuple[str, str]:
-        """The rows and heads of one ``job_add_many.lua`` call, as JSON (see the script)."""
-        heads: dict[tuple[str, str, datetime, int, str | None], int] = {}
+        """One script call per ``ADD_MANY_BATCH`` jobs (``lua/job_add_many.lua``), each sent as
+        soon as it is written, so Redis adds one while the next is written
+        (``LuaScript.each``): what the jobs of a call share (name, queue, enqueued_at,
+        max_attempts, tenant) is sent once, as a head each job names, and each job as 8
+        strings of one flat JSON array; the script writes each record, then every index in one
+        ``ZADD`` and every count in one ``HINCRBY`` for the call. Every instant is read before
+        the first call is sent: a naive one adds nothing."""
         instants: dict[datetime, str] = {}
+        for job in jobs:
+            for instant, name in ((job.enqueued_at, "enqueued_at"), (job.run_at, "run_at")):
+                if instant not in instants:
+                    instants[instant] = str(_ms(instant, name))
+        keys = [self._prefix + "list:all"]
+        calls = (
+            (
+                keys,
+                [
+                    self._prefix,
+                    *self._add_many_args(
+                        jobs[start : start + ADD_MANY_BATCH], dispatched, instants
+                    ),
+                ],
+            )
+            for start in range(0, len(jobs), ADD_MANY_BATCH)
+        )
+        with unavailable_as(StoreUnavailableError, f"add {len(jobs)} jobs"):
+            replies = self._add_many.each(calls)
+        return [job_id for reply in replies for job_id in json.loads(reply)]
+
+    def _add_many_args(
+        self, jobs: Sequence[NewJob], dispatched: bool, instants: Mapping[datetime, str]
+    ) -> tuple[str, str]:
+        """The rows and heads of one ``job_add_many.lua`` call, as JSON (see the script);
+        ``instants`` holds each instant of the jobs in epoch ms."""
+        heads: dict[tuple[str, str, datetime, int, str | None], int] = {}
         by_texts = _EnqueuedByTexts()
         rows: list[object] = []
         key_prefix = self._prefix + "key:"
@@ -195,22 +211,19 @@ class RedisJobStore(JobStore):
             head = heads.get(head_of)
             if head is None:
                 head = heads[head_of] = len(heads) + 1
-            run_at = instants.get(job.run_at)
-            if run_at is None:
-                run_at = instants[job.run_at] = str(_ms(job.run_at, "run_at"))
             key = job.idempotency_key
             rows += (
                 job.id,
                 head,
                 _dump(job.payload),
-                run_at,
+                instants[job.run_at],
                 by_texts.of(job.enqueued_by),
                 key or "",
                 "" if key is None else key_prefix + scoped_idempotency_key(tenant, key),
                 "1" if dispatched_now(job, dispatched) else "0",
             )
         head_rows = [
-            [name, queue, str(_ms(enqueued_at, "enqueued_at")), str(max_attempts), tenant or ""]
+            [name, queue, instants[enqueued_at], str(max_attempts), tenant or ""]
             for name, queue, enqueued_at, max_attempts, tenant in heads
         ]
         return _dump_text(rows), _dump_text(head_rows)
