@@ -680,8 +680,11 @@ class RedisMessages:
 
 def _json(value: Any) -> str:
     """``value`` as kombu's JSON writes it: a str ASCII-escaped, an int in decimal."""
-    if type(value) is str:
+    kind = type(value)
+    if kind is str:
         return _ascii_string(value)
+    if kind is int:
+        return str(value)
     return _kombu_dumps(value)
 
 

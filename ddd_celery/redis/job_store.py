@@ -485,9 +485,10 @@ class RedisJobStore(JobStore):
         ]
         with unavailable_as(StoreUnavailableError, "take the due jobs"):
             reply, dropped = self._take_due(keys=keys, args=args)
+        taken = json.loads(reply)
         dispatches = (
-            Dispatch(_text(reply[i]), _text(reply[i + 1]), _text(reply[i + 2]), int(reply[i + 3]))
-            for i in range(0, len(reply), 4)
+            Dispatch(taken[i], taken[i + 1], taken[i + 2], int(taken[i + 3]))
+            for i in range(0, len(taken), 4)
         )
         return Batch(dispatches, dropped=int(dropped))
 
