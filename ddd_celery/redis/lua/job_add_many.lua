@@ -15,16 +15,20 @@
 --            (strings all: instants are epoch ms, which Lua's numbers would round in text).
 -- Returns
 --   the ids kept, in the order of the jobs, as one JSON array.
-local jobs, heads = cjson.decode(ARGV[2]), cjson.decode(ARGV[3])
-local kept, adds, a = {}, new_adds(), {}  -- `a` is each job in turn: add_job keeps none of it
+local jobs, adds = cjson.decode(ARGV[2]), new_adds()
+local heads = {}
+for i, h in ipairs(cjson.decode(ARGV[3])) do
+  heads[i] = head_of(adds, h[1], h[2], h[3], h[5])
+  heads[i].max_attempts = h[4]
+end
+local kept, a = {}, {}  -- `a` is each job in turn: add_job keeps none of it
 for i = 1, #jobs, 8 do
   local head = heads[jobs[i + 1]]
   a.id, a.payload, a.run_at, a.enqueued_by, a.key, a.dispatched =
     jobs[i], jobs[i + 2], jobs[i + 3], jobs[i + 4], jobs[i + 5], jobs[i + 7]
-  a.name, a.queue, a.enqueued_at, a.max_attempts, a.tenant =
-    head[1], head[2], head[3], head[4], head[5]
+  a.max_attempts = head.max_attempts
   local key_name = jobs[i + 6]
-  kept[#kept + 1] = add_job(a, key_name ~= '' and key_name or nil, adds)
+  kept[#kept + 1] = add_job(a, key_name ~= '' and key_name or nil, head)
 end
 write_adds(adds)
 return cjson.encode(kept)
