@@ -1189,7 +1189,11 @@ def _positive(lease_ms: int) -> int:
 
 
 def _dump(value: JsonValue) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return _COMPACT.encode(value)
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""What ``json.dumps(value, separators=(",", ":"))`` writes, without an encoder made per call."""
 
 
 def _json(value: str | None) -> JsonValue:
