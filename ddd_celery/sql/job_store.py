@@ -252,7 +252,7 @@ class SqlJobStore(JobStore):
             ]
             if self._postgresql:
                 inserted = set(
-                    connection.scalars(self._insert_recordset, {"rows": _dump_rows(rows)})
+                    connection.scalars(self._insert_recordset, {"rows": _dump_rows(rows)}).all()
                 )
             else:
                 inserted = set(connection.scalars(self._insert, rows))
