@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
 from typing import Any
@@ -53,11 +54,13 @@ class LuaScript:
                 made.append(command)
                 yield command
 
+        pending = commands()
         try:
-            return self._connections.execute_each(commands())
+            return self._connections.execute_each(pending)
         except NoScriptError:  # loaded, then every call sent again (each is safe to run twice)
             self._script.registered_client.script_load(self._script.script)
-            return self._connections.execute_each(made)
+            # those made so far, then the rest (a client that sends each in turn stopped there)
+            return self._connections.execute_each(itertools.chain(list(made), pending))
 
 
 def register(client: RedisClient, name: str, *, after: str | None = None) -> LuaScript:
