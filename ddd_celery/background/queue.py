@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -53,6 +52,7 @@ from ddd_celery.background.store import (
     Dispatch,
     EnqueuedBy,
     JobStore,
+    JsonValue,
     NewJob,
     StoredJob,
     dispatched_now,
@@ -170,19 +170,7 @@ class StoredJobQueue(JobQueue):
     def enqueue_many(self, requests: Iterable[EnqueueRequest]) -> list[str]:
         """Every job checked first (a refusal names its ``index``), then one ``add_many`` and,
         after the commit, one ``publish_many`` of the wake-ups of those due now."""
-        now = self._clock.now()
-        enqueued_by = self._enqueued_by()
-        jobs: list[NewJob] = []
-        for index, request in enumerate(requests):
-            try:
-                if not isinstance(request, EnqueueRequest):
-                    raise InvalidEnqueueError(
-                        f"a batch holds EnqueueRequest values, not {type(request).__name__}",
-                        field="requests",
-                    )
-                jobs.append(self._new_job(request, now, enqueued_by))
-            except (InvalidEnqueueError, UnknownBackgroundJobError) as error:
-                raise error.in_batch(index) from error
+        jobs = self._new_jobs(requests)
         if not jobs:
             return []
         dispatched = self._publisher is not None
@@ -216,10 +204,88 @@ class StoredJobQueue(JobQueue):
         unit_of_work.after_commit(add_then_publish)
         return [job.id for job in jobs]
 
+    def _new_jobs(self, requests: Iterable[EnqueueRequest]) -> list[NewJob]:
+        """The jobs of a batch, each checked as ``enqueue`` checks one; the first refused
+        raises, naming its ``index``.
+
+        What the jobs share is found once for the batch, not once a job: the enqueuing work
+        (checked with the first job, as its own parts), each job type's declaration, the
+        instant; the ids of the jobs without an idempotency key come from one
+        ``IdGenerator.next_ids``.
+        """
+        now = self._clock.now()
+        enqueued_by = self._enqueued_by()
+        declarations: dict[type[Any] | str, BackgroundJobDeclaration] = {}
+        checked: list[tuple[BackgroundJobDeclaration, EnqueueRequest, JsonValue, datetime]] = []
+        unkeyed = 0
+        for index, request in enumerate(requests):
+            try:
+                if not isinstance(request, EnqueueRequest):
+                    raise InvalidEnqueueError(
+                        f"a batch holds EnqueueRequest values, not {type(request).__name__}",
+                        field="requests",
+                    )
+                job = request.job
+                shared = isinstance(job, str | type)
+                declaration = declarations.get(job) if shared else None
+                if declaration is None:
+                    declaration = self._declaration(job)
+                    if shared:
+                        declarations[job] = declaration
+                stored, due_at = self._checked(request, declaration, now, enqueued_by, index == 0)
+            except (InvalidEnqueueError, UnknownBackgroundJobError) as error:
+                raise error.in_batch(index) from error
+            checked.append((declaration, request, stored, due_at))
+            unkeyed += request.idempotency_key is None
+        ids = iter(self._ids.next_ids(unkeyed) if unkeyed else ())
+        jobs = []
+        for declaration, request, stored, due_at in checked:
+            key = request.idempotency_key
+            job_id = next(ids) if key is None else keyed_job_id(enqueued_by.tenant_id, key)
+            jobs.append(
+                self._job(
+                    declaration,
+                    job_id,
+                    stored,
+                    now=now,
+                    due_at=due_at,
+                    enqueued_by=enqueued_by,
+                    idempotency_key=key,
+                )
+            )
+        return jobs
+
     def _new_job(self, request: EnqueueRequest, now: datetime, enqueued_by: EnqueuedBy) -> NewJob:
         """The job ``request`` asks for, every part checked (``InvalidEnqueueError``,
         ``UnknownBackgroundJobError``), enqueued at ``now`` by ``enqueued_by``."""
         declaration = self._declaration(request.job)
+        stored, due_at = self._checked(request, declaration, now, enqueued_by, True)
+        idempotency_key = request.idempotency_key
+        job_id = (
+            self._ids.next_id()
+            if idempotency_key is None
+            else keyed_job_id(enqueued_by.tenant_id, idempotency_key)
+        )
+        return self._job(
+            declaration,
+            job_id,
+            stored,
+            now=now,
+            due_at=due_at,
+            enqueued_by=enqueued_by,
+            idempotency_key=idempotency_key,
+        )
+
+    def _checked(
+        self,
+        request: EnqueueRequest,
+        declaration: BackgroundJobDeclaration,
+        now: datetime,
+        enqueued_by: EnqueuedBy,
+        check_enqueued_by: bool,
+    ) -> tuple[JsonValue, datetime]:
+        """The payload to store and the instant due of ``request``, every part checked, and
+        ``enqueued_by`` too when ``check_enqueued_by`` (once for the jobs it enqueues)."""
         name = declaration.name
         stored = to_stored(
             name,
@@ -237,19 +303,33 @@ class StoredJobQueue(JobQueue):
             check_text(
                 name, "idempotency_key", idempotency_key, max_bytes=MAX_IDEMPOTENCY_KEY_BYTES
             )
-        _check_enqueued_by(name, enqueued_by)
-        job_id = (
-            self._ids.next_id()
-            if idempotency_key is None
-            else keyed_job_id(enqueued_by.tenant_id, idempotency_key)
-        )
+        if check_enqueued_by:
+            _check_enqueued_by(name, enqueued_by)
+        return stored, due_at
+
+    @staticmethod
+    def _job(
+        declaration: BackgroundJobDeclaration,
+        job_id: str,
+        stored: JsonValue,
+        *,
+        now: datetime,
+        due_at: datetime,
+        enqueued_by: EnqueuedBy,
+        idempotency_key: str | None,
+    ) -> NewJob:
         if not enqueued_by.correlation_id:
             # Enqueued outside any work: its attempts log the job's id as their correlation id,
             # and the store says the same (``find`` tells one story).
-            enqueued_by = replace(enqueued_by, correlation_id=job_id)
+            enqueued_by = EnqueuedBy(
+                correlation_id=job_id,
+                actor=enqueued_by.actor,
+                tenant_id=enqueued_by.tenant_id,
+                traceparent=enqueued_by.traceparent,
+            )
         return NewJob(
             id=job_id,
-            name=name,
+            name=declaration.name,
             queue=declaration.queue,
             payload=stored,
             enqueued_at=now,

@@ -23,9 +23,11 @@ message, no task running in this thread (its message would carry the parent's id
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,6 +42,9 @@ from celery.utils.nodenames import anon_nodename
 from celery.utils.saferepr import saferepr
 from kombu.common import Broadcast
 from kombu.entity import Queue
+from kombu.exceptions import BatchPublishError
+from kombu.transport import redis as kombu_redis
+from kombu.utils import json as kombu_json
 from kombu.utils.uuid import uuid
 
 _celery_logger = logging.getLogger(celery_base.__name__)
@@ -386,6 +391,21 @@ class TaskMessage:
         Raises what ``send_task`` raises: kombu's ``OperationalError`` for a broker that cannot
         be reached.
         """
+        parts = self._parts(
+            task_id, kwargs, headers=headers, expires=expires, kwargsrepr=kwargsrepr
+        )
+        self._publish(producer, task_id, kwargs, parts)
+
+    def _parts(
+        self,
+        task_id: str,
+        kwargs: dict[str, Any],
+        *,
+        headers: Mapping[str, Any] | None,
+        expires: datetime | None,
+        kwargsrepr: str | None,
+    ) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]:
+        """The body, headers and properties of one message, as ``send_task`` writes them."""
         if kwargsrepr is None:
             kwargsrepr = self._kwargs_repr(kwargs)
         message_headers = self._headers.copy()
@@ -404,6 +424,18 @@ class TaskMessage:
         if headers:
             message_headers.update(headers)
         body = ((), kwargs, {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
+        return body, message_headers, properties
+
+    def _publish(
+        self,
+        producer: Any,
+        task_id: str,
+        kwargs: dict[str, Any],
+        parts: tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]],
+    ) -> None:
+        """Hand one message (its body, headers and properties: ``parts``) to
+        ``producer.publish`` as ``send_task_message`` does, with its signals."""
+        body, message_headers, properties = parts
         retry_policy = dict(self._retry_policy)
         name, exchange, routing_key = self._name, self._exchange, self._routing_key
         connection = producer.connection
@@ -456,6 +488,71 @@ class TaskMessage:
                     taskset=None,
                 )
 
+    def on_redis(
+        self, producer: Any, kwargs: Sequence[str], headers: Sequence[str]
+    ) -> RedisMessages | None:
+        """This task's messages as kombu's Redis transport writes them through ``producer``,
+        their ``kwargs`` and ``headers`` (those named) and ids filled in for each
+        (``RedisMessages``); None where a message must go through ``send`` (another
+        transport, a route through an exchange, a queue with an expiry, a pipeline Redis may
+        replay, publish signals with receivers, a result backend told of each task).
+
+        The template is one message carried through kombu's own code, the producer's publish
+        and the channel's preparation, with a marker in each field that differs, held back
+        before it is sent. The queue is declared, as the first message of ``send`` declares it.
+        """
+        channel = producer.channel
+        if (
+            not isinstance(channel, kombu_redis.Channel)
+            or not channel.supports_batch_publish
+            or self._calls_backend
+            or before_task_publish.receivers
+            or after_task_publish.receivers
+            or task_sent.receivers
+            or not hasattr(producer, "_batch_local")
+        ):
+            return None
+        markers = {name: f"\x00{uuid()}\x00" for name in ("id", "kwargsrepr", *kwargs, *headers)}
+        marked = {name: markers[name] for name in kwargs}
+        parts = self._parts(
+            markers["id"],
+            marked,
+            headers={name: markers[name] for name in headers},
+            expires=None,
+            kwargsrepr=markers["kwargsrepr"],
+        )
+        held = _HeldBack()
+        local = producer._batch_local
+        before = getattr(local, "current", _ABSENT)
+        local.current = held
+        try:
+            self._publish(producer, markers["id"], marked, parts)
+        finally:
+            if before is _ABSENT:
+                del local.current
+            else:
+                local.current = before
+        redis_channel: Any = channel  # kombu's, untyped
+        message, exchange, queue = held.message, held.exchange, held.routing_key
+        if message is None or exchange or (queue in redis_channel._expires):
+            return None
+        body_text = message["body"]
+        if not isinstance(body_text, str):
+            return None
+        redis_channel._inplace_augment_message(message, exchange, queue)
+        markers["body"], markers["tag"] = f"\x00{uuid()}\x00", f"\x00{uuid()}\x00"
+        message["body"] = markers["body"]
+        message["properties"]["delivery_tag"] = markers["tag"]
+        key = redis_channel._q_for_pri(
+            queue, redis_channel._get_message_priority(message, reverse=False)
+        )
+        return RedisMessages(
+            redis_channel,
+            key,
+            _Template(_kombu_dumps(message), markers),
+            _Template(body_text, markers),
+        )
+
     def _declaration(self, connection: Any) -> list[Any]:
         """What to declare: nothing once kombu has declared the queue on this connection.
 
@@ -504,3 +601,106 @@ class TaskMessage:
             )
             return 0
         return seconds
+
+
+_ABSENT = object()
+
+
+class _HeldBack:
+    """Stands for kombu's publish batch in ``Producer._publish``: keeps the message kombu
+    prepared, and where it goes, instead of sending it."""
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] | None = None
+        self.exchange: str | None = None
+        self.routing_key: str | None = None
+
+    def publish(self, channel: Any, message: dict[str, Any], **kwargs: Any) -> None:
+        self.message = message
+        self.exchange, self.routing_key = kwargs.get("exchange"), kwargs.get("routing_key")
+
+
+class _Template:
+    """A JSON text with markers (each a JSON string of its own) where each message has its
+    own value: the pieces between them, and the marker each piece is followed by."""
+
+    def __init__(self, text: str, markers: Mapping[str, str]) -> None:
+        names = {_kombu_dumps(marker): name for name, marker in markers.items()}
+        pattern = re.compile("|".join(re.escape(quoted) for quoted in names))
+        self.pieces: list[str] = []
+        self.slots: list[str] = []
+        at = 0
+        for found in pattern.finditer(text):
+            self.pieces.append(text[at : found.start()])
+            self.slots.append(names[found.group()])
+            at = found.end()
+        self.pieces.append(text[at:])
+
+    def fill(self, values: Mapping[str, str]) -> str:
+        """The text, each marker replaced by its value (JSON already)."""
+        parts = [self.pieces[0]]
+        for slot, piece in zip(self.slots, self.pieces[1:], strict=True):
+            parts.append(values[slot])
+            parts.append(piece)
+        return "".join(parts)
+
+
+class RedisMessages:
+    """The messages of one task to one queue as kombu's Redis transport writes them (a JSON
+    text each, pushed to the queue's list), written from one template (``TaskMessage.on_redis``):
+    what ``send`` would push, field by field, for the cost of filling in the ids."""
+
+    def __init__(self, channel: Any, key: str, message: _Template, body: _Template) -> None:
+        self._channel = channel
+        self.key = key
+        """The list the messages go to (the queue's, of their priority)."""
+        self._message = message
+        self._body = body
+
+    def write(
+        self,
+        task_id: str,
+        delivery_tag: str,
+        kwargs: Mapping[str, str],
+        headers: Mapping[str, Any],
+        kwargsrepr: str,
+    ) -> str:
+        """One message: its task id, kombu's delivery tag, the values of the kwargs and headers
+        the template was made for, and what its kwargs show (``kwargsrepr``)."""
+        values = {name: _json(value) for name, value in kwargs.items()}
+        for name, value in headers.items():
+            values[name] = _json(value)
+        values["id"] = _json(task_id)
+        values["kwargsrepr"] = _json(kwargsrepr)
+        body, _ = self._channel.encode_body(self._body.fill(values), self._channel.body_encoding)
+        values["body"] = _json(body)
+        values["tag"] = _json(delivery_tag)
+        return self._message.fill(values)
+
+
+def _json(value: Any) -> str:
+    """``value`` as kombu's JSON writes it: a str ASCII-escaped, an int in decimal."""
+    kind = type(value)
+    if kind is str:
+        return _ascii_string(value)
+    if kind is int:
+        return str(value)
+    return _kombu_dumps(value)
+
+
+_kombu_dumps: Callable[[Any], str] = kombu_json.dumps
+"""kombu's JSON, which writes every message of its Redis transport."""
+_ascii_string = json.encoder.encode_basestring_ascii
+
+
+def push_messages(channel: Any, pushes: Sequence[tuple[str, list[str]]]) -> None:
+    """Each list of messages to its key, in order (one ``LPUSH`` of many values pushes them
+    as one ``LPUSH`` each would), in one pipeline without retry: on failure kombu's
+    ``BatchPublishError``, delivery uncertain, as kombu's own publish batch raises."""
+    with channel.conn_or_acquire() as client, client.pipeline(transaction=False) as pipeline:
+        for key, messages in pushes:
+            pipeline.lpush(key, *messages)
+        try:
+            pipeline.execute()
+        except Exception as error:
+            raise BatchPublishError("Redis publish batch failed; delivery is uncertain") from error

@@ -21,10 +21,14 @@ from __future__ import annotations
 import inspect
 import os
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from redis import BlockingConnectionPool, ConnectionPool, Redis
 from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 _PLAIN_POOLS = (ConnectionPool, BlockingConnectionPool)
 
@@ -55,17 +59,73 @@ class HeldConnections:
         """
         if self._pool is None:
             return self._client.execute_command(*args)
+        connection = self._connection(args[0])
+        return connection.retry.call_with_retry(
+            lambda: _send_and_read(connection, args), lambda _error: connection.disconnect()
+        )
+
+    def execute_each(self, commands: Iterable[tuple[Any, ...]]) -> list[Any]:
+        """Each of ``commands`` in turn, its replies in order: each is sent as soon as the
+        iterable makes it, before any reply is read, so Redis runs one while the caller makes
+        the next (a batch's script calls: the work of both sides overlaps).
+
+        Retried as ``execute`` is, on a new connection: the commands sent so far are sent
+        again, then the rest (safe for commands that are, as every store's script is). An error
+        reply raises once every reply is read, the first; what making a command raises is
+        raised once the replies of those sent are read. Without a held connection, each is
+        ``execute``'s in turn.
+        """
+        if self._pool is None:
+            return [self._client.execute_command(*args) for args in commands]
+        pending = iter(commands)
+        sent: list[tuple[Any, ...]] = []
+        first = next(pending, None)
+        if first is None:
+            return []
+        sent.append(first)
+        connection = self._connection(first[0])
+
+        def send_all_then_read() -> list[Any]:
+            for args in sent:
+                connection.send_command(*args)
+            failure: BaseException | None = None
+            try:
+                for args in pending:
+                    sent.append(args)
+                    connection.send_command(*args)
+            except (RedisConnectionError, RedisTimeoutError):  # retried, on a new connection
+                raise
+            except BaseException as error:  # making a command failed: read what was sent
+                failure = error
+            replies: list[Any] = []
+            refused: ResponseError | None = None
+            for _ in sent:
+                try:
+                    replies.append(connection.read_response())
+                except ResponseError as error:
+                    refused = refused or error
+                    replies.append(None)
+            if failure is not None:
+                raise failure
+            if refused is not None:
+                raise refused
+            return replies
+
+        replies: list[Any] = connection.retry.call_with_retry(
+            send_all_then_read, lambda _error: connection.disconnect()
+        )
+        return replies
+
+    def _connection(self, command: str) -> Any:
+        """This thread's connection, taken from the pool at its first command."""
         held: _Held | None = getattr(self._local, "held", None)
         if held is None or held.pid != os.getpid():
             pool = self._pool
             held = _Held(
-                pool, pool.get_connection(args[0]) if self._named else pool.get_connection()
+                pool, pool.get_connection(command) if self._named else pool.get_connection()
             )
             self._local.held = held
-        connection = held.connection
-        return connection.retry.call_with_retry(
-            lambda: _send_and_read(connection, args), lambda _error: connection.disconnect()
-        )
+        return held.connection
 
 
 def _requires_command_name(pool: Any) -> bool:

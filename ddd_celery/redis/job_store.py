@@ -167,45 +167,66 @@ class RedisJobStore(JobStore):
         return _text(kept)
 
     def add_many(self, jobs: Sequence[NewJob], *, dispatched: bool) -> list[str]:
-        """One script call per ``ADD_MANY_BATCH`` jobs, the batch as one JSON argument: 1,000
-        jobs are one array for redis-py to send, one for Lua to read, one id array back."""
-        by_texts: dict[EnqueuedBy, str] = {}  # the jobs of a batch share who enqueued them
-        rows = [self._add_row(job, dispatched_now(job, dispatched), by_texts) for job in jobs]
-        kept: list[str] = []
-        with unavailable_as(StoreUnavailableError, f"add {len(rows)} jobs"):
-            for start in range(0, len(rows), ADD_MANY_BATCH):
-                batch = json.dumps(
-                    rows[start : start + ADD_MANY_BATCH], separators=(",", ":"), ensure_ascii=False
-                )
-                reply = self._add_many(keys=[self._prefix + "list:all"], args=[self._prefix, batch])
-                kept += json.loads(reply)
-        return kept
-
-    def _add_row(self, job: NewJob, dispatched: bool, by_texts: dict[EnqueuedBy, str]) -> list[str]:
-        """``job`` as ``lua/job_add_many.lua`` reads it: a row of strings; ``by_texts`` keeps
-        each ``enqueued_by`` written as JSON."""
-        by = by_texts.get(job.enqueued_by)
-        if by is None:
-            by = by_texts[job.enqueued_by] = _dump(_enqueued_by_as_dict(job.enqueued_by))
-        key_name = ""
-        if job.idempotency_key is not None:
-            key_name = (
-                f"{self._prefix}key:{scoped_idempotency_key(job.tenant_id, job.idempotency_key)}"
+        """One script call per ``ADD_MANY_BATCH`` jobs (``lua/job_add_many.lua``), each sent as
+        soon as it is written, so Redis adds one while the next is written
+        (``LuaScript.each``): what the jobs of a call share (name, queue, enqueued_at,
+        max_attempts, tenant) is sent once, as a head each job names, and each job as 8
+        strings of one flat JSON array; the script writes each record, then every index in one
+        ``ZADD`` and every count in one ``HINCRBY`` for the call. Every instant is read before
+        the first call is sent: a naive one adds nothing."""
+        instants: dict[datetime, str] = {}
+        for job in jobs:
+            for instant, name in ((job.enqueued_at, "enqueued_at"), (job.run_at, "run_at")):
+                if instant not in instants:
+                    instants[instant] = str(_ms(instant, name))
+        keys = [self._prefix + "list:all"]
+        calls = (
+            (
+                keys,
+                [
+                    self._prefix,
+                    *self._add_many_args(
+                        jobs[start : start + ADD_MANY_BATCH], dispatched, instants
+                    ),
+                ],
             )
-        return [
-            job.id,
-            job.name,
-            job.queue,
-            _dump(job.payload),
-            str(_ms(job.enqueued_at, "enqueued_at")),
-            str(_ms(job.run_at, "run_at")),
-            str(job.max_attempts),
-            by,
-            tenant_key_of(job.enqueued_by),
-            job.idempotency_key or "",
-            key_name,
-            "1" if dispatched else "0",
+            for start in range(0, len(jobs), ADD_MANY_BATCH)
+        )
+        with unavailable_as(StoreUnavailableError, f"add {len(jobs)} jobs"):
+            replies = self._add_many.each(calls)
+        return [job_id for reply in replies for job_id in json.loads(reply)]
+
+    def _add_many_args(
+        self, jobs: Sequence[NewJob], dispatched: bool, instants: Mapping[datetime, str]
+    ) -> tuple[str, str]:
+        """The rows and heads of one ``job_add_many.lua`` call, as JSON (see the script);
+        ``instants`` holds each instant of the jobs in epoch ms."""
+        heads: dict[tuple[str, str, datetime, int, str | None], int] = {}
+        by_texts = _EnqueuedByTexts()
+        rows: list[object] = []
+        key_prefix = self._prefix + "key:"
+        for job in jobs:
+            tenant = job.enqueued_by.tenant_id
+            head_of = (job.name, job.queue, job.enqueued_at, job.max_attempts, tenant)
+            head = heads.get(head_of)
+            if head is None:
+                head = heads[head_of] = len(heads) + 1
+            key = job.idempotency_key
+            rows += (
+                job.id,
+                head,
+                _dump(job.payload),
+                instants[job.run_at],
+                by_texts.of(job.enqueued_by),
+                key or "",
+                "" if key is None else key_prefix + scoped_idempotency_key(tenant, key),
+                "1" if dispatched_now(job, dispatched) else "0",
+            )
+        head_rows = [
+            [name, queue, instants[enqueued_at], str(max_attempts), tenant or ""]
+            for name, queue, enqueued_at, max_attempts, tenant in heads
         ]
+        return _dump_text(rows), _dump_text(head_rows)
 
     def store_time(self) -> datetime:
         """Redis's ``TIME``, aware UTC, to the microsecond."""
@@ -464,9 +485,10 @@ class RedisJobStore(JobStore):
         ]
         with unavailable_as(StoreUnavailableError, "take the due jobs"):
             reply, dropped = self._take_due(keys=keys, args=args)
+        taken = json.loads(reply)
         dispatches = (
-            Dispatch(_text(reply[i]), _text(reply[i + 1]), _text(reply[i + 2]), int(reply[i + 3]))
-            for i in range(0, len(reply), 4)
+            Dispatch(taken[i], taken[i + 1], taken[i + 2], int(taken[i + 3]))
+            for i in range(0, len(taken), 4)
         )
         return Batch(dispatches, dropped=int(dropped))
 
@@ -548,7 +570,44 @@ def _positive(lease_ms: int) -> int:
 
 
 def _dump(value: JsonValue) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return _JSON.encode(value)
+
+
+_JSON = json.JSONEncoder(separators=(",", ":"))
+"""What ``json.dumps(value, separators=(",", ":"))`` writes, without an encoder made per call."""
+_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def _dump_text(value: object) -> str:
+    """JSON of strings as they are (UTF-8 on the wire), for a script's argument."""
+    return _TEXT.encode(value)
+
+
+class _EnqueuedByTexts:
+    """``enqueued_by`` as JSON, for the jobs of a batch: written once per work, then per job
+    only its correlation id (a job enqueued outside any work has its own id as one)."""
+
+    def __init__(self) -> None:
+        self._rests: dict[tuple[str | None, str | None, str | None], str] = {}
+
+    def of(self, by: EnqueuedBy) -> str:
+        shared = (by.actor, by.tenant_id, by.traceparent)
+        rest = self._rests.get(shared)
+        if rest is None:
+            written = _dump(_enqueued_by_as_dict(EnqueuedBy(None, *shared)))
+            rest = self._rests[shared] = written[len(_CORRELATION_ID) + len("null") :]
+        correlation_id = by.correlation_id
+        return (
+            _CORRELATION_ID
+            + ("null" if correlation_id is None else _json_string(correlation_id))
+            + rest
+        )
+
+
+_CORRELATION_ID = '{"correlation_id":'
+"""How ``_enqueued_by_as_dict``'s JSON begins: its first key."""
+_json_string = json.encoder.encode_basestring_ascii
+"""A str as ``json.dumps`` writes it (ASCII, the rest escaped)."""
 
 
 def _text(value: bytes | str) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -38,6 +39,28 @@ class LuaScript:
             return self._connections.execute("EVALSHA", self._script.sha, len(keys), *keys, *args)
         except NoScriptError:  # redis-py's Script loads it, then runs it
             return self._script(keys=list(keys), args=list(args))
+
+    def each(self, calls: Iterable[tuple[Sequence[str], Sequence[str | int]]]) -> list[Any]:
+        """The script run for each ``(keys, args)`` of ``calls``, its replies in order, each
+        call sent as soon as it is made, before the replies of those before are read
+        (``HeldConnections.execute_each``): Redis runs one while the caller makes the next."""
+        if not _held_connections.HELD:
+            return [self._script(keys=list(keys), args=list(args)) for keys, args in calls]
+        made: list[tuple[Any, ...]] = []
+
+        def commands() -> Iterator[tuple[Any, ...]]:
+            for keys, args in calls:
+                command = ("EVALSHA", self._script.sha, len(keys), *keys, *args)
+                made.append(command)
+                yield command
+
+        pending = commands()
+        try:
+            return self._connections.execute_each(pending)
+        except NoScriptError:  # loaded, then every call sent again (each is safe to run twice)
+            self._script.registered_client.script_load(self._script.script)
+            # those made so far, then the rest (a client that sends each in turn stopped there)
+            return self._connections.execute_each(itertools.chain(list(made), pending))
 
 
 def register(client: RedisClient, name: str, *, after: str | None = None) -> LuaScript:

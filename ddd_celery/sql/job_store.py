@@ -173,7 +173,7 @@ class SqlJobStore(JobStore):
             table.c.tenant == bindparam("tenant"), table.c.idempotency_key == bindparam("key")
         )
         self._claim_one = _claim_one(engine, table)
-        self._insert_unnest = _insert_unnest(table)
+        self._insert_recordset = _insert_recordset(table)
         self._engine = engine
         self._reports: dict[tuple[str, tuple[str, ...]], tuple[Any, Any]] = {}
 
@@ -191,8 +191,11 @@ class SqlJobStore(JobStore):
         payload = _dump(job.payload)
 
         def work(connection: Connection, again: bool) -> str:
-            dispatched_at, relay_at = self._relay_columns(job, dispatched)
-            row = _new_row(job, payload, tenant, dispatched_at, relay_at)
+            instants = _Micros()
+            enqueued_at = instants.of(job.enqueued_at, "enqueued_at")
+            run_at = instants.of(job.run_at, "run_at")
+            relay = self._relay_columns(dispatched, enqueued_at, run_at)
+            row = _new_row(job, payload, tenant, (enqueued_at, run_at, *relay))
             if connection.execute(self._insert, row).first() is not None:
                 return job.id
             if job.idempotency_key is None:
@@ -214,41 +217,58 @@ class SqlJobStore(JobStore):
 
     def add_many(self, jobs: Sequence[NewJob], *, dispatched: bool) -> list[str]:
         """One ``INSERT ... ON CONFLICT DO NOTHING RETURNING id``: on PostgreSQL from
-        ``unnest`` of one array per column (18 parameters for any number of jobs), on SQLite
-        from SQLAlchemy's multi-row ``VALUES``, in one transaction. The jobs it did not insert
-        (their key or id kept already) are then looked up by key, in batches."""
-        batch = [(job, tenant_key_of(job.enqueued_by), _dump(job.payload)) for job in jobs]
-        for job, _, _ in batch:
-            to_micros(job.enqueued_at, "enqueued_at")
-            to_micros(job.run_at, "run_at")
+        ``json_to_recordset`` of one JSON parameter holding every row (written by Python's C
+        encoder, read by PostgreSQL's, where an array a column cost psycopg's dumping of each
+        element), on SQLite from SQLAlchemy's multi-row ``VALUES``, in one transaction. The jobs
+        it did not insert (their key or id kept already) are then looked up by key, in
+        batches. Each instant is converted once, however many jobs share it."""
+        instants = _Micros()
+        batch = [
+            (
+                job,
+                tenant_key_of(job.enqueued_by),
+                _dump(job.payload),
+                instants.of(job.enqueued_at, "enqueued_at"),
+                instants.of(job.run_at, "run_at"),
+            )
+            for job in jobs
+        ]
         if not batch:
             return []
 
         def work(connection: Connection, again: bool) -> list[str]:
             rows = [
                 _new_row(
-                    job, payload, tenant, *self._relay_columns(job, dispatched_now(job, dispatched))
+                    job,
+                    payload,
+                    tenant,
+                    (
+                        enqueued_at,
+                        run_at,
+                        *self._relay_columns(dispatched_now(job, dispatched), enqueued_at, run_at),
+                    ),
                 )
-                for job, tenant, payload in batch
+                for job, tenant, payload, enqueued_at, run_at in batch
             ]
             if self._postgresql:
-                columns = {name: [row[name] for row in rows] for name in _NEW_COLUMNS}
-                inserted = set(connection.scalars(self._insert_unnest, columns))
+                inserted = set(
+                    connection.scalars(self._insert_recordset, {"rows": _dump_rows(rows)}).all()
+                )
             else:
                 inserted = set(connection.scalars(self._insert, rows))
-            keyed = [(t, job.idempotency_key) for job, t, _ in batch if job.id not in inserted]
+            keyed = [(t, job.idempotency_key) for job, t, *_ in batch if job.id not in inserted]
             earlier = self._earlier_of_keys(connection, [k for k in keyed if k[1] is not None])
             return [
                 job.id
                 if job.id in inserted or job.idempotency_key is None
                 else earlier.get((tenant, job.idempotency_key), job.id)
-                for job, tenant, _ in batch
+                for job, tenant, *_ in batch
             ]
 
         try:
             return self._connector.run(f"add {len(batch)} jobs", work, single=self._postgresql)
         except UnstorableValueError as error:
-            index, job, field = self._first_unstorable([job for job, _, _ in batch])
+            index, job, field = self._first_unstorable([job for job, *_ in batch])
             raise InvalidEnqueueError(
                 f"job {index} of the batch: the database cannot keep its {field} (a NUL "
                 "character, a text that is not UTF-8, or longer than an index holds)",
@@ -272,14 +292,16 @@ class SqlJobStore(JobStore):
                 found[tenant, key] = job_id
         return found
 
-    def _relay_columns(self, job: NewJob, dispatched: bool) -> tuple[int | None, int | None]:
-        """``dispatched_at`` and ``relay_at`` of a job added now (see the outbox above)."""
-        enqueued_at = to_micros(job.enqueued_at, "enqueued_at")
+    def _relay_columns(
+        self, dispatched: bool, enqueued_at: int, run_at: int
+    ) -> tuple[int | None, int | None]:
+        """``dispatched_at`` and ``relay_at`` of a job added now, enqueued and due at those
+        microseconds (see the outbox above)."""
         if dispatched and self._connector.in_unit_of_work():
             return None, enqueued_at + self._grace_us
         if dispatched:
             return enqueued_at, None
-        return None, to_micros(job.run_at, "run_at")
+        return None, run_at
 
     def _first_unstorable(self, jobs: Sequence[NewJob]) -> tuple[int, NewJob, str]:
         """The first job of a batch with a text the database cannot hold, its index and field;
@@ -878,18 +900,20 @@ _NEW_COLUMNS = (
 
 
 def _new_row(
-    job: NewJob, payload: str, tenant: str, dispatched_at: int | None, relay_at: int | None
+    job: NewJob, payload: str, tenant: str, instants: tuple[int, int, int | None, int | None]
 ) -> dict[str, Any]:
-    """The row of a job added now, queued with no attempt, by the columns of ``_NEW_COLUMNS``."""
+    """The row of a job added now, queued with no attempt, by the columns of ``_NEW_COLUMNS``;
+    ``instants`` are its enqueued_at, run_at, dispatched_at and relay_at in microseconds."""
     by = job.enqueued_by
+    enqueued_at, run_at, dispatched_at, relay_at = instants
     return {
         "id": job.id,
         "name": job.name,
         "queue": job.queue,
-        "status": JobStatus.QUEUED.value,
+        "status": _QUEUED,
         "payload": payload,
-        "enqueued_at": to_micros(job.enqueued_at, "enqueued_at"),
-        "run_at": to_micros(job.run_at, "run_at"),
+        "enqueued_at": enqueued_at,
+        "run_at": run_at,
         "attempts": 0,
         "max_attempts": job.max_attempts,
         "correlation_id": by.correlation_id,
@@ -904,9 +928,35 @@ def _new_row(
     }
 
 
-def _insert_unnest(table: Any) -> Any:
-    """PostgreSQL's ``add_many``: the rows from ``unnest`` of one array parameter per column
-    (named after it), so a batch of any size is one statement of 18 parameters."""
+_QUEUED = JobStatus.QUEUED.value
+
+
+class _Micros:
+    """``to_micros`` of instants, each converted once (the jobs of a batch share theirs)."""
+
+    def __init__(self) -> None:
+        self._known: dict[datetime, int] = {}
+
+    def of(self, instant: datetime, name: str = "instant") -> int:
+        known = self._known.get(instant)
+        if known is None:
+            known = self._known[instant] = to_micros(instant, name)
+        return known
+
+
+_ROWS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def _dump_rows(rows: list[dict[str, Any]]) -> str:
+    """The rows as one JSON array, texts as they are (a lone surrogate fails as a column's
+    text does, at the encoding; a NUL, escaped, is refused by PostgreSQL as a column's is)."""
+    return _ROWS.encode(rows)
+
+
+def _insert_recordset(table: Any) -> Any:
+    """PostgreSQL's ``add_many``: the rows from ``json_to_recordset`` of one JSON parameter
+    (``rows``, an array of objects keyed by column), so a batch of any size is one statement
+    of one parameter."""
 
     def sql_type(name: str) -> str:
         kind = table.c[name].type
@@ -918,10 +968,11 @@ def _insert_unnest(table: Any) -> Any:
             else "text"
         )
 
-    arrays = ", ".join(f"CAST(:{name} AS {sql_type(name)}[])" for name in _NEW_COLUMNS)
     columns = ", ".join(_NEW_COLUMNS)
+    typed = ", ".join(f"{name} {sql_type(name)}" for name in _NEW_COLUMNS)
     return sql_text(
-        f'INSERT INTO "{table.name}" ({columns}) SELECT * FROM unnest({arrays}) '
+        f'INSERT INTO "{table.name}" ({columns}) SELECT {columns} FROM '
+        f"json_to_recordset(CAST(:rows AS json)) AS rows({typed}) "
         "ON CONFLICT DO NOTHING RETURNING id"
     )
 
@@ -1138,7 +1189,11 @@ def _positive(lease_ms: int) -> int:
 
 
 def _dump(value: JsonValue) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return _COMPACT.encode(value)
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""What ``json.dumps(value, separators=(",", ":"))`` writes, without an encoder made per call."""
 
 
 def _json(value: str | None) -> JsonValue:

@@ -14,8 +14,14 @@ from weakref import WeakKeyDictionary
 
 from ddd_celery.background.publisher import JobPublisher
 from ddd_celery.background.store import Dispatch
-from ddd_celery.celery._task_messages import TaskMessage, new_task_id
+from ddd_celery.celery._task_messages import (
+    RedisMessages,
+    TaskMessage,
+    new_task_id,
+    push_messages,
+)
 from ddd_celery.celery.publish_batch import publish_batch
+from ddd_celery.kernel.ids import UuidGenerator
 
 JOB_ID = "job_id"
 """The one keyword argument of a background job's task."""
@@ -108,11 +114,21 @@ class CeleryJobPublisher(JobPublisher):
 
 def send_wakeups(app: Any, dispatches: Sequence[Dispatch], producer: Any = None) -> None:
     """``send_wakeup`` of each of ``dispatches`` through one producer (``producer``, or one
-    taken from the app's pool for them all), in one publish batch where the transport has
-    one (``publish_batch``): the relay's batch and an ``enqueue_many``'s are one write."""
+    taken from the app's pool for them all), as one write: the relay's batch and an
+    ``enqueue_many``'s.
+
+    On kombu's Redis transport, where every message can be written from its ``TaskMessage``
+    (``on_redis``: no publish signal receivers, no exchange routing...), each is written from
+    one template per task and queue, the same JSON ``send_task`` would push field by field,
+    and all are pushed in one pipeline, one ``LPUSH`` per run of messages to the same queue.
+    Otherwise each goes through ``send_wakeup`` in one publish batch where the transport has
+    one (``publish_batch``).
+    """
     if producer is None:
         with app.producer_or_acquire() as held:
             send_wakeups(app, dispatches, held)
+        return
+    if len(dispatches) > 1 and TaskMessage.fits_here() and _pushed(app, dispatches, producer):
         return
     with publish_batch(producer, len(dispatches)):
         for dispatch in dispatches:
@@ -124,3 +140,42 @@ def send_wakeups(app: Any, dispatches: Sequence[Dispatch], producer: Any = None)
                 producer,
                 retries=dispatch.attempts,
             )
+
+
+_WAKEUP_HEADERS = ("root_id", "retries")
+"""The headers ``send_wakeup`` gives each message: the job as its root, the attempts before."""
+_IDS = UuidGenerator()
+"""Task ids and delivery tags, as kombu's ``uuid()`` makes them (version 4 UUIDs)."""
+
+
+def _pushed(app: Any, dispatches: Sequence[Dispatch], producer: Any) -> bool:
+    """Whether every wake-up was written from its task's ``RedisMessages`` and pushed; False,
+    nothing sent, where one of them cannot be."""
+    templates: dict[tuple[str, str], RedisMessages | None] = {}
+    pushes: list[tuple[str, list[str]]] = []
+    ids = _IDS.next_ids(2 * len(dispatches))
+    for index, dispatch in enumerate(dispatches):
+        destination = (dispatch.name, dispatch.queue)
+        if destination in templates:
+            template = templates[destination]
+        else:
+            message = _message(app, dispatch.name, dispatch.queue)
+            template = templates[destination] = (
+                None if message is None else message.on_redis(producer, (JOB_ID,), _WAKEUP_HEADERS)
+            )
+        if template is None:
+            return False
+        kwargs = {JOB_ID: dispatch.job_id}
+        written = template.write(
+            ids[2 * index],
+            ids[2 * index + 1],
+            kwargs,
+            {"root_id": dispatch.job_id, "retries": dispatch.attempts},
+            repr(kwargs),
+        )
+        if pushes and pushes[-1][0] == template.key:
+            pushes[-1][1].append(written)
+        else:
+            pushes.append((template.key, [written]))
+    push_messages(producer.channel, pushes)
+    return True

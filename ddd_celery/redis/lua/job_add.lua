@@ -14,6 +14,9 @@
 -- Returns
 --   the id of the job kept: the new one, or the one enqueued earlier with the same key (or
 --   with the same id), in which case nothing changes.
-return add_job({id = ARGV[2], name = ARGV[3], queue = ARGV[4], payload = ARGV[5],
-  enqueued_at = ARGV[6], run_at = ARGV[7], max_attempts = ARGV[8], enqueued_by = ARGV[9],
-  tenant = ARGV[10], key = ARGV[11], dispatched = ARGV[12]}, KEYS[2])
+local adds = new_adds()
+local kept = add_job({id = ARGV[2], payload = ARGV[5], run_at = ARGV[7], max_attempts = ARGV[8],
+  enqueued_by = ARGV[9], key = ARGV[11], dispatched = ARGV[12]}, KEYS[2],
+  head_of(adds, ARGV[3], ARGV[4], ARGV[6], ARGV[10]))
+write_adds(adds)
+return kept

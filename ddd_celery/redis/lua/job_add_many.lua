@@ -6,18 +6,29 @@
 --   KEYS[1]  P list:all (what every job is added to), naming the store's slot; the script
 --            also writes, for each job, what job_add.lua writes for one.
 -- Arguments
---   ARGV[2]  the jobs, one JSON array of arrays of strings, each
---            [id, name, queue, payload (JSON), enqueued_at, run_at, max_attempts,
---             enqueued_by (JSON), tenant ('' for none), idempotency key ('' for none),
---             P key:<scoped key> ('' for none), dispatched ('1' or '0')]
+--   ARGV[2]  the jobs, one flat JSON array of 8 values a job:
+--            id, head (the index of its head in ARGV[3], from 1), payload (JSON), run_at,
+--            enqueued_by (JSON), idempotency key ('' for none), P key:<scoped key> ('' for
+--            none), dispatched ('1' or '0')
+--   ARGV[3]  the heads, what jobs share, one JSON array of arrays of strings
+--            [name, queue, enqueued_at, max_attempts, tenant ('' for none)]
 --            (strings all: instants are epoch ms, which Lua's numbers would round in text).
 -- Returns
 --   the ids kept, in the order of the jobs, as one JSON array.
-local kept = {}
-for i, j in ipairs(cjson.decode(ARGV[2])) do
-  local a = {id = j[1], name = j[2], queue = j[3], payload = j[4], enqueued_at = j[5],
-    run_at = j[6], max_attempts = j[7], enqueued_by = j[8], tenant = j[9], key = j[10],
-    dispatched = j[12]}
-  kept[i] = add_job(a, j[11] ~= '' and j[11] or nil)
+local jobs, adds = cjson.decode(ARGV[2]), new_adds()
+local heads = {}
+for i, h in ipairs(cjson.decode(ARGV[3])) do
+  heads[i] = head_of(adds, h[1], h[2], h[3], h[5])
+  heads[i].max_attempts = h[4]
 end
+local kept, a = {}, {}  -- `a` is each job in turn: add_job keeps none of it
+for i = 1, #jobs, 8 do
+  local head = heads[jobs[i + 1]]
+  a.id, a.payload, a.run_at, a.enqueued_by, a.key, a.dispatched =
+    jobs[i], jobs[i + 2], jobs[i + 3], jobs[i + 4], jobs[i + 5], jobs[i + 7]
+  a.max_attempts = head.max_attempts
+  local key_name = jobs[i + 6]
+  kept[#kept + 1] = add_job(a, key_name ~= '' and key_name or nil, head)
+end
+write_adds(adds)
 return cjson.encode(kept)

@@ -332,13 +332,80 @@ local function claimable(job)
   return job.status == 'queued' or job.status == 'failed'
 end
 
+-- The index writes of adds (add_job), made together by write_adds once the records are
+-- written: one ZADD per index and one HINCRBY per count for a whole batch, not one of each per
+-- job. A script is atomic, so nothing sees a record before its indexes.
+local function new_adds()
+  return {zsets = {}, zset_order = {}, counts = {}}
+end
+
+-- The entries to add to the sorted set `key`: {n = how many values, score, member, ...}.
+local function zset_of(adds, key)
+  local entries = adds.zsets[key]
+  if not entries then
+    entries = {n = 0}
+    adds.zsets[key] = entries
+    adds.zset_order[#adds.zset_order + 1] = key
+  end
+  return entries
+end
+
+-- The count to add to `field` of the hash `key`: {key, field, by}.
+local function count_of(adds, key, field)
+  local counted = {key, field, 0}
+  adds.counts[#adds.counts + 1] = counted
+  return counted
+end
+
+local function later_zadd(entries, score, m)
+  local n = entries.n
+  entries[n + 1] = score
+  entries[n + 2] = m
+  entries.n = n + 2
+end
+
+local function write_adds(adds)
+  for _, key in ipairs(adds.zset_order) do
+    local entries = adds.zsets[key]
+    for i = 1, entries.n, 1000 do  -- pairs: 1000 arguments, unpack's limit is far
+      redis.call('ZADD', key, unpack(entries, i, math.min(i + 999, entries.n)))
+    end
+  end
+  for _, counted in ipairs(adds.counts) do
+    if counted[3] > 0 then
+      bump(counted[1], counted[2], counted[3])
+    end
+  end
+end
+
+-- What the jobs added with the same name, queue, enqueued_at and tenant ('' for none) share,
+-- found once: the start of their listing member and the index entries and counts they add to
+-- (what move(job, 'queued') writes of a job without a status, see listings and count, and the
+-- claimable indexes).
+local function head_of(adds, name, queue, enqueued_at, tenant)
+  local lists = {}
+  for _, key in ipairs(listings({name = name, tenant = tenant})) do
+    lists[#lists + 1] = zset_of(adds, key)
+  end
+  lists[#lists + 1] = zset_of(adds, P .. 'list:status:queued')
+  return {
+    name = name, queue = queue, enqueued_at = enqueued_at, tenant = tenant,
+    member = member_at(enqueued_at, ''), lists = lists,
+    queued = zset_of(adds, P .. 'queue:' .. queue),
+    dispatched = zset_of(adds, P .. 'dispatched'), pending = zset_of(adds, P .. 'pending'),
+    by_queue = count_of(adds, P .. 'stats', queue .. '|queued'),
+    by_name = count_of(adds, P .. 'stats:name', name .. '|queued'),
+  }
+end
+
 -- Add a queued job unless the job `key_name` names (its idempotency key's, nil for none) or its
--- own hash is kept already; the id kept. `a` holds the job's fields: id, name, queue, payload
--- (JSON), enqueued_at, run_at, max_attempts, enqueued_by (JSON), tenant ('' for none), key
--- (the idempotency key, '' for none) and dispatched ('1': the caller publishes its wake-up now,
--- P dispatched at enqueued_at; '0': the relay must, P pending by run_at). job_add.lua adds one,
--- job_add_many.lua a batch.
-local function add_job(a, key_name)
+-- own hash is kept already; the id kept. `a` holds the job's own fields: id, payload (JSON),
+-- run_at, max_attempts, enqueued_by (JSON), key (the idempotency key, '' for none) and
+-- dispatched ('1': the caller publishes its wake-up now, P dispatched at enqueued_at; '0': the
+-- relay must, P pending by run_at); `head` (head_of) what it shares with others. The record and
+-- the idempotency key are written now (a later job of the batch finds them); its index entries
+-- and counts go to the head's, for write_adds. job_add.lua adds one, job_add_many.lua a batch.
+local function add_job(a, key_name, head)
   local id = a.id
   if key_name then
     local earlier = redis.call('GET', key_name)
@@ -346,29 +413,34 @@ local function add_job(a, key_name)
       return earlier
     end
   end
-  if redis.call('EXISTS', job_key(id)) == 1 then
+  local record = job_key(id)
+  if redis.call('EXISTS', record) == 1 then
     return id
   end
-  local fields = {'id', id, 'name', a.name, 'queue', a.queue, 'payload', a.payload,
-    'enqueued_at', a.enqueued_at, 'run_at', a.run_at, 'attempts', 0,
-    'max_attempts', a.max_attempts, 'enqueued_by', a.enqueued_by, 'tenant', a.tenant}
   if key_name then
-    fields[#fields + 1] = 'idempotency_key'
-    fields[#fields + 1] = a.key
+    redis.call('HSET', record, 'status', 'queued', 'id', id, 'name', head.name, 'queue',
+      head.queue, 'payload', a.payload, 'enqueued_at', head.enqueued_at, 'run_at', a.run_at,
+      'attempts', 0, 'max_attempts', a.max_attempts, 'enqueued_by', a.enqueued_by, 'tenant',
+      head.tenant, 'idempotency_key', a.key)
     redis.call('SET', key_name, id)
-  end
-  local job = {id = id, name = a.name, queue = a.queue, enqueued_at = a.enqueued_at,
-    tenant = a.tenant}
-  for _, listing in ipairs(listings(job)) do
-    redis.call('ZADD', listing, 0, member(job))
-  end
-  move(job, 'queued', fields)
-  redis.call('ZADD', P .. 'queue:' .. a.queue, a.run_at, id)
-  if a.dispatched == '1' then
-    redis.call('ZADD', P .. 'dispatched', a.enqueued_at, id)
   else
-    redis.call('ZADD', P .. 'pending', a.run_at, id)
+    redis.call('HSET', record, 'status', 'queued', 'id', id, 'name', head.name, 'queue',
+      head.queue, 'payload', a.payload, 'enqueued_at', head.enqueued_at, 'run_at', a.run_at,
+      'attempts', 0, 'max_attempts', a.max_attempts, 'enqueued_by', a.enqueued_by, 'tenant',
+      head.tenant)
   end
+  local m = head.member .. id
+  for _, entries in ipairs(head.lists) do
+    later_zadd(entries, 0, m)
+  end
+  later_zadd(head.queued, a.run_at, id)
+  if a.dispatched == '1' then
+    later_zadd(head.dispatched, head.enqueued_at, id)
+  else
+    later_zadd(head.pending, a.run_at, id)
+  end
+  head.by_queue[3] = head.by_queue[3] + 1
+  head.by_name[3] = head.by_name[3] + 1
   return id
 end
 

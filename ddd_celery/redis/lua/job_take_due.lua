@@ -15,15 +15,15 @@
 --   ARGV[5]  redispatch_after_ms.
 --   ARGV[6]  how long P taken:<token> is kept, ms.
 -- Returns
---   a list of two: a flat list id, name, queue, attempts of each job taken, earliest run_at
---   first; and
+--   a list of two: one JSON array, flat, of the id, name, queue and attempts of each job
+--   taken, earliest run_at first (one string to read, not four replies a job); and
 --   how many index entries named a job whose hash is gone (dropped, not an error). Each job
 --   taken moves from P pending to P dispatched, scored now + (f - 1) * redispatch_after_ms,
 --   f = min(2^r, 8) for its r re-sends so far (rules.redispatch_wait_ms): re-sent after 1, 2,
 --   4, then 8 times redispatch_after_ms. Sent twice (same token), the first reply again.
 local earlier = redis.call('GET', KEYS[3])
 if earlier then
-  return {cjson.decode(earlier), 0}
+  return {earlier, 0}
 end
 local now, after = tonumber(ARGV[2]), tonumber(ARGV[5])
 local dropped = 0
@@ -55,7 +55,9 @@ for _, id in ipairs(ids) do
     dropped = dropped + 1
   end
 end
-if #taken > 0 then
-  redis.call('SET', KEYS[3], cjson.encode(taken), 'PX', ARGV[6])
+if #taken == 0 then
+  return {'[]', dropped}  -- cjson writes an empty table as {}
 end
-return {taken, dropped}
+local reply = cjson.encode(taken)
+redis.call('SET', KEYS[3], reply, 'PX', ARGV[6])
+return {reply, dropped}

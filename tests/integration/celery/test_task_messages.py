@@ -39,7 +39,8 @@ from ddd_celery.background.store import Dispatch
 from ddd_celery.celery import _task_messages as task_messages
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery._task_messages import TaskMessage, new_task_id
-from ddd_celery.celery.background.publisher import CeleryJobPublisher, send_wakeup
+from ddd_celery.celery.background import publisher as publisher_module
+from ddd_celery.celery.background.publisher import CeleryJobPublisher, send_wakeup, send_wakeups
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.registry import jobs_of
@@ -370,6 +371,100 @@ def test_the_publisher_gives_the_wake_up_the_attempts_of_its_dispatch(
 
     (sent,) = queued(redis_client, redis_prefix, "jobs")
     assert sent["headers"]["retries"] == 3
+
+
+@pytest.fixture
+def pushed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many messages each push of wake-ups written from a template sent (``on_redis``)."""
+    counts: list[int] = []
+    push = publisher_module.push_messages
+
+    def counting(channel: Any, pushes: Any) -> None:
+        counts.append(sum(len(messages) for _, messages in pushes))
+        push(channel, pushes)
+
+    monkeypatch.setattr(publisher_module, "push_messages", counting)
+    return counts
+
+
+BATCH_ROUTES: dict[str, dict[str, Any]] = {
+    "the job's queue": {},
+    "task_routes: a priority": {
+        "task_routes": {f"{TASK}*": {"queue": "jobs", "priority": 3}}  # both tasks
+    },
+    "the task's time limits and options": {},
+}
+
+
+@pytest.mark.parametrize("route", list(BATCH_ROUTES), ids=list(BATCH_ROUTES))
+def test_a_batch_of_wake_ups_is_written_from_one_template_as_send_task_sends_each(
+    make_app: AppFactory,
+    redis_client: Redis,
+    redis_prefix: str,
+    through: list[str],
+    pushed: list[int],
+    route: str,
+) -> None:
+    """The relay's batch and an ``enqueue_many``'s: on Redis each message is written from one
+    template of its task and pushed with the rest, field by field (key order too) the message
+    ``send_task`` sends for the same wake-up; switched to ``send_task``, each is its own."""
+    app = make_app(**BATCH_ROUTES[route])
+    options = {"soft_time_limit": 30.0, "time_limit": 35.0} if "limits" in route else {}
+    register(app, **options)
+    other = f"{TASK}-other"
+    app.task(lambda task, **kwargs: None, name=other, bind=True, shared=False, ignore_result=True)
+    dispatches = [
+        Dispatch(f"job-{n}", other if n == 2 else TASK, "jobs", attempts=n % 3) for n in range(5)
+    ]
+
+    send_wakeups(app, dispatches)
+    for dispatch in dispatches:
+        app.send_task(
+            dispatch.name,
+            kwargs={"job_id": dispatch.job_id},
+            queue="jobs",
+            serializer="json",
+            argsrepr="()",
+            kwargsrepr=repr({"job_id": dispatch.job_id}),
+            root_id=dispatch.job_id,
+            retries=dispatch.attempts,
+        )
+
+    assert pushed == ([5] if task_messages.PREBUILT else [])
+    sent = queued(redis_client, redis_prefix, "jobs")
+    assert len(sent) == 10
+    for light, celerys, dispatch in zip(sent[:5], sent[5:], dispatches, strict=True):
+        assert same(light, celerys)
+        for part in ("headers", "properties"):
+            assert list(light[part]) == list(celerys[part])
+        assert light["body"][1] == {"job_id": dispatch.job_id}
+        assert light["headers"]["task"] == dispatch.name
+        assert light["headers"]["retries"] == dispatch.attempts
+        assert light["headers"]["root_id"] == dispatch.job_id
+    raws = [json.loads(raw) for raw in redis_client.lrange(f"{redis_prefix}jobs", 0, -1)]
+    raws += [json.loads(raw) for raw in redis_client.lrange(f"{redis_prefix}jobs\x06\x163", 0, -1)]
+    assert len({raw["headers"]["id"] for raw in raws}) == 10
+    assert len({raw["properties"]["delivery_tag"] for raw in raws}) == 10
+
+
+def test_a_batch_of_wake_ups_is_sent_one_by_one_where_a_template_cannot_be_written(
+    make_app: AppFactory,
+    redis_client: Redis,
+    redis_prefix: str,
+    published: list[tuple[str, dict[str, Any]]],
+    pushed: list[int],
+) -> None:
+    """A receiver of the publish signals is sent each message, as ``send_task`` sends it."""
+    app = make_app()
+    register(app)
+
+    send_wakeups(app, [Dispatch(f"job-{n}", TASK, "jobs") for n in range(3)])
+
+    assert pushed == []
+    assert [name for name, _ in published] == ["before", "after"] * 3
+    sent = queued(redis_client, redis_prefix, "jobs")
+    assert [message["body"][1]["job_id"] for message in sent] == ["job-0", "job-1", "job-2"]
+    assert all(message["headers"]["added-by-a-receiver"] == "yes" for message in sent)
 
 
 @pytest.fixture

@@ -195,3 +195,73 @@ def test_a_pool_that_requires_the_command_name_is_given_it(
     assert names == ["CLIENT"]
     assert client_id(connections) == held  # taken once, then held
     assert names == ["CLIENT"]
+
+
+# -- execute_each: a batch's commands, each sent as it is made ---------------------------------
+
+
+def test_commands_sent_each_as_it_is_made_answer_in_order_on_the_held_connection(
+    client: Redis, prefix: str
+) -> None:
+    connections = HeldConnections(client)
+    held = client_id(connections)
+    made: list[int] = []
+
+    def commands() -> Iterator[tuple[Any, ...]]:
+        for n in range(3):
+            made.append(n)
+            yield ("RPUSH", f"{prefix}list", n)
+        yield ("CLIENT", "ID")
+
+    assert connections.execute_each(commands()) == [1, 2, 3, held]
+    assert made == [0, 1, 2]
+    assert connections.execute_each(iter(())) == []
+    assert client.lrange(f"{prefix}list", 0, -1) == [b"0", b"1", b"2"]
+
+
+def test_an_error_reply_among_them_is_raised_once_every_reply_is_read(
+    client: Redis, prefix: str
+) -> None:
+    connections = HeldConnections(client)
+    held = client_id(connections)
+
+    with pytest.raises(NoScriptError):
+        connections.execute_each(
+            [("SET", f"{prefix}a", "1"), ("EVALSHA", "0" * 40, 0), ("SET", f"{prefix}b", "2")]
+        )
+
+    assert client.mget(f"{prefix}a", f"{prefix}b") == [b"1", b"2"]  # the ones after it ran too
+    assert client_id(connections) == held  # in step: no reply left unread
+
+
+def test_a_command_that_cannot_be_made_is_raised_once_those_sent_are_answered(
+    client: Redis, prefix: str
+) -> None:
+    connections = HeldConnections(client)
+    held = client_id(connections)
+
+    def commands() -> Iterator[tuple[Any, ...]]:
+        yield ("SET", f"{prefix}a", "1")
+        raise ValueError("a naive instant")
+
+    with pytest.raises(ValueError, match="naive"):
+        connections.execute_each(commands())
+
+    assert client.get(f"{prefix}a") == b"1"
+    assert client_id(connections) == held
+
+
+def test_commands_on_a_dropped_connection_are_sent_again_by_the_clients_retry(
+    client: Redis, redis_client: Redis, prefix: str
+) -> None:
+    connections = HeldConnections(client)
+    dropped = client_id(connections)
+    redis_client.client_kill_filter(_id=str(dropped))
+
+    replies = connections.execute_each(
+        [("SET", f"{prefix}a", "1"), ("SET", f"{prefix}b", "2"), ("CLIENT", "ID")]
+    )
+
+    assert all(reply in (True, b"OK", "OK") for reply in replies[:2])
+    assert replies[2] != dropped
+    assert client.mget(f"{prefix}a", f"{prefix}b") == [b"1", b"2"]

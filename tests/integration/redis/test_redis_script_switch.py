@@ -84,3 +84,32 @@ def test_a_store_answers_the_same_on_either_path(
         assert client.get(f"{prefix}job") is None
     finally:
         client.delete(f"{prefix}job")
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["held", "redis-py's path"])
+def test_a_script_run_for_each_of_many_calls_answers_each_in_order_loaded_where_missing(
+    client: Redis, monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
+    """``each``, a batch's calls: a script Redis does not have yet is loaded, then every call
+    is sent again; the answers are those of the calls one by one."""
+    monkeypatch.setattr(_held_connections, "HELD", held)
+    script = LuaScript(client, f"-- {uuid.uuid4().hex}, so that Redis has it not\n{ECHO}")
+
+    answers = script.each((["k"], [str(n)]) for n in range(3))
+
+    assert answers == [[b"k", b"0"], [b"k", b"1"], [b"k", b"2"]]
+    assert script.each(iter(())) == []
+
+
+def test_a_script_run_for_each_on_a_client_sent_each_in_turn_runs_every_call_once_loaded(
+    redis_url: str,
+) -> None:
+    """A client whose connections redis-py routes itself gets each call in turn: the first
+    finds the script missing, and once it is loaded every call runs, the rest included."""
+    client = Redis.from_url(redis_url, single_connection_client=True)
+    script = LuaScript(client, f"-- {uuid.uuid4().hex}, so that Redis has it not\n{ECHO}")
+
+    answers = script.each((["k"], [str(n)]) for n in range(3))
+
+    assert answers == [[b"k", b"0"], [b"k", b"1"], [b"k", b"2"]]
+    client.close()

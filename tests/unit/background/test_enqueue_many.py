@@ -258,3 +258,41 @@ def test_a_batch_outside_a_unit_of_work_is_added_and_published_at_once(
 
     assert [job.id for job in store.list()] == ids
     assert [[d.job_id for d in batch] for batch in publisher.batches] == [ids]
+
+
+class CountingIds(SequentialIdGenerator):
+    """Sequential ids, noting how they were asked for."""
+
+    def __init__(self) -> None:
+        super().__init__("job-")
+        self.asked: list[int | None] = []
+
+    def next_id(self) -> str:
+        self.asked.append(None)
+        return super().next_id()
+
+    def next_ids(self, count: int) -> list[str]:
+        self.asked.append(count)
+        return [super(CountingIds, self).next_id() for _ in range(count)]
+
+
+def test_the_ids_of_a_batch_are_asked_for_at_once_those_of_its_keyed_jobs_derived(
+    clock: FixedClock, scope: FixedExecutionScope, publisher: BatchPublisher
+) -> None:
+    ids = CountingIds()
+    queue = StoredJobQueue(
+        store=CountingStore(), clock=clock, ids=ids, scope=scope, publisher=publisher
+    )
+    keyed = queue.enqueue(SendReceiptJob, {"n": 0}, idempotency_key="r-1")
+    ids.asked.clear()
+
+    kept = queue.enqueue_many(
+        [
+            EnqueueRequest(SendReceiptJob, {"n": 1}),
+            EnqueueRequest(SendReceiptJob, {"n": 2}, idempotency_key="r-1"),
+            EnqueueRequest(ReindexJob, {"index": "visits"}),
+        ]
+    )
+
+    assert ids.asked == [2]
+    assert kept == ["job-1", keyed, "job-2"]

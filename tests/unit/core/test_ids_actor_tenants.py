@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 
@@ -50,6 +51,44 @@ def test_uuid_ids_are_fresh_version_4_uuids() -> None:
 
     assert first != second
     assert uuid.UUID(first).version == 4
+
+
+def test_uuid_ids_made_many_at_once_are_fresh_version_4_uuids_as_uuid4_writes_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch's ids come from one read of ``os.urandom``: the bits ``uuid4`` would make of
+    each 16 bytes, written as ``str(UUID)`` writes them."""
+    reads: list[int] = []
+    urandom = os.urandom
+
+    def reading(size: int) -> bytes:
+        reads.append(size)
+        return urandom(size)
+
+    monkeypatch.setattr(os, "urandom", reading)
+    ids = UuidGenerator().next_ids(1_000)
+    monkeypatch.undo()
+
+    assert reads == [16_000]
+    assert len(set(ids)) == 1_000
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+        assert str(parsed) == text
+    assert UuidGenerator().next_ids(0) == []
+    edges = iter([b"\xff" * 16, b"\x00" * 16])
+    monkeypatch.setattr(os, "urandom", lambda size: b"".join(next(edges) for _ in range(size >> 4)))
+    assert UuidGenerator().next_ids(2) == [
+        str(uuid.UUID(bytes=b"\xff" * 16, version=4)),
+        str(uuid.UUID(bytes=b"\x00" * 16, version=4)),
+    ]
+
+
+def test_sequential_ids_made_many_at_once_go_on_counting() -> None:
+    ids = SequentialIdGenerator()
+
+    assert ids.next_ids(3) == ["id-1", "id-2", "id-3"]
+    assert ids.next_id() == "id-4"
 
 
 def test_a_system_actor_is_the_system_acting_under_the_jobs_name() -> None:
