@@ -26,15 +26,19 @@ run, deleted at the end.
    ``celery worker`` (solo, prefork -c 2) runs them; the same with ``timeout_ms``; a plain
    Celery task doing the same work (one INCR). Time from the first task's INCR to the last's.
 7. A burst: ``--burst`` jobs on ``* * * * *`` due at the same minute, real ``celery beat``
-   processes (``python -m celery beat``) publishing to Redis: ours with one beat and with two
-   sharing the lock, Celery's stock beat and redbeat with the same entries. Instant to the last
-   publish (the queue's length polled every 10 ms, at most 60 s), messages sent twice, and the
-   beat's peak RSS (VmHWM).
+   processes (``python -m celery beat``) publishing to Redis: ours with one, two and three
+   beats sharing the lock, Celery's stock beat and redbeat with the same entries. Instant to
+   the last publish (the queue's length polled every 10 ms, for ``--window`` seconds, at most
+   59: the next minute is due at 60; ``--peer-window`` for the peers), occurrences published,
+   sent twice and missing, the beat's peak RSS (VmHWM), its set-up (the scheduler that ticks
+   built, ``setup_schedule`` included) and the time from its process's start to that.
 
 This file is also the app the beats and workers run (``celery -A bench_round_trips``),
-configured by ``BENCH_PREFIX``, ``BENCH_JOBS`` and ``BENCH_KIND``.
+configured by ``BENCH_PREFIX``, ``BENCH_JOBS``, ``BENCH_KIND`` and ``BENCH_BEAT``. Its Redis
+keys are deleted on any exit, a SIGTERM or SIGHUP included.
 
     python bench/bench_round_trips.py [--repeats 3] [--tasks 2000] [--burst 10000] [--only 1,2]
+    python bench/bench_round_trips.py --only 7 --burst 100000 --repeats 1 --beats ddd_celery
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import base64
 import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -198,6 +203,28 @@ else:
     app.conf.update(redbeat_redis_url=REDIS_URL, redbeat_key_prefix=f"{PREFIX}redbeat:")
 
 
+if os.environ.get("BENCH_BEAT"):
+    from celery.beat import Service
+
+    _get_scheduler = Service.get_scheduler
+
+    def _timed_get_scheduler(service: Any, lazy: bool = False, **kwargs: Any) -> Any:
+        """The scheduler that ticks, built (its ``setup_schedule`` included) and timed: the
+        instant its heap is ready and what building it took, written for section 7."""
+        start, started_at = time.perf_counter(), time.time()
+        scheduler = _get_scheduler(service, lazy=lazy, **kwargs)
+        if not lazy:
+            ready = {
+                "setup_s": time.perf_counter() - start,
+                "started_at": started_at,
+                "ready_at": time.time(),
+            }
+            redis.set(f"{PREFIX}ready:{os.getpid()}", json.dumps(ready))
+        return scheduler
+
+    Service.get_scheduler = _timed_get_scheduler  # type: ignore[method-assign]
+
+
 @app.task(name="benchrt.plain", ignore_result=True, serializer="json")
 def plain_task() -> None:
     count()
@@ -211,8 +238,15 @@ def progress(text: str) -> None:
 
 
 def reset() -> None:
+    """Delete every key of the run, a thousand per round trip (a burst leaves 300,000)."""
+    keys: list[bytes] = []
     for key in redis.scan_iter(match=f"{PREFIX}*", count=1000):
-        redis.delete(key)
+        keys.append(key)
+        if len(keys) == 1000:
+            redis.unlink(*keys)
+            keys.clear()
+    if keys:
+        redis.unlink(*keys)
 
 
 def median(values: list[float]) -> float:
@@ -557,88 +591,119 @@ def worker_costs(tasks: int, repeats: int) -> list[tuple[str, float, float, floa
 # --- 7. the burst ---------------------------------------------------------------------------
 
 
-def burst(kind: str, beats: int, jobs: int) -> dict[str, float]:
-    """Real beats on ``jobs`` every-minute entries; instant to last publish at a minute."""
+NEXT_MINUTE_S = 59.0
+"""The longest window of a burst: at 60 s the next minute's occurrences are due."""
+
+
+def burst(kind: str, beats: int, jobs: int, window: float) -> dict[str, float]:
+    """Real beats on ``jobs`` every-minute entries; instant to last publish at one minute.
+
+    The beats start first; the minute observed is the first one after every beat's scheduler
+    is built (its ``setup_schedule`` included, timed in the beat: ``BENCH_BEAT``), at least 5 s
+    after the last is, so no beat is still setting up at the instant, and a minute after any
+    beat's first instant came before it (that beat sends a burst of its own first). The queue
+    is emptied a second before it. ``window``: how long after the instant the queue is watched.
+    """
     reset()
-    now = time.time()
-    boundary = (int(now) // 60 + 1) * 60
-    if boundary - now < 25:  # time for the beats to start and set up
-        boundary += 60
-    time.sleep(max(0.0, boundary - 32 - time.time()))
     scheduler = {
         "ours": "ddd_celery.celery.beat:JobBeatScheduler",
         "stock": "celery.beat:PersistentScheduler",
         "redbeat": "redbeat.RedBeatScheduler",
     }[kind]
     directory = tempfile.mkdtemp()
+    started = time.time()
+    command = [sys.executable, "-m", "celery", "-A", "bench_round_trips", "beat"]
     processes = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "bench_round_trips",
-                "beat",
-                "-S",
-                scheduler,
-                "-l",
-                "WARNING",
-                "-s",
-                str(Path(directory) / f"s{index}"),
-            ],
+            [*command, "-S", scheduler, "-l", "WARNING", "-s", str(Path(directory) / f"s{index}")],
             cwd=HERE,
-            env=_env(BENCH_JOBS=str(jobs), BENCH_KIND=kind),
+            env=_env(BENCH_JOBS=str(jobs), BENCH_KIND=kind, BENCH_BEAT="1"),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         for index in range(beats)
     ]
     queue = f"{PREFIX}{QUEUE}"
-    last_count, last_at = 0, float(boundary)
-    peak_rss = 0.0
     try:
+        readies = _wait_ready(processes, timeout=600)
+        boundary = (int(max(ready["ready_at"] for ready in readies)) // 60 + 1) * 60
+        if boundary - time.time() < 5:
+            boundary += 60
+        if min(ready["started_at"] for ready in readies) < boundary - 60:
+            # A beat that began its set-up before the minute prior sends that minute first;
+            # watched at the next, it could still be sending it and come late to its instant.
+            boundary += 60
+        time.sleep(max(0.0, boundary - 1 - time.time()))
+        redis.delete(queue)
+        last_count, last_at = 0, float(boundary)
         time.sleep(max(0.0, boundary - time.time()))
-        while time.time() < boundary + 60:
+        while time.time() < boundary + window:
             length = int(redis.llen(queue))
             if length != last_count:
                 last_count, last_at = length, time.time()
-            if length >= jobs * 1 and length == last_count and time.time() - last_at > 2:
+            if length >= jobs and time.time() - last_at > 2:
                 break
             time.sleep(0.01)
-        for process in processes:
-            peak_rss = max(peak_rss, _peak_rss_mib(process.pid))
-        sent = Counter(_occurrence_of(raw) for raw in redis.lrange(queue, 0, -1))
+        peak_rss = max(_peak_rss_mib(process.pid) for process in processes)
+        sent = Counter(
+            _occurrence_of(raw)
+            for start in range(0, last_count, 10_000)
+            for raw in redis.lrange(queue, start, start + 9_999)
+        )
     finally:
         for process in processes:
             process.terminate()
         for process in processes:
-            process.wait(30)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         reset()
     elapsed = max(last_at - boundary, 1e-6)
     return {
-        "published": float(last_count),
-        "distinct": float(len(sent)),
+        "published": float(len(sent)),
         "twice": float(sum(times - 1 for times in sent.values())),
+        "missing": float(max(0, jobs - len(sent))),
         "seconds": elapsed,
         "rate": len(sent) / elapsed,
         "rss_mib": peak_rss,
+        "setup_s": max(ready["setup_s"] for ready in readies),
+        "ready_s": max(ready["ready_at"] for ready in readies) - started,
     }
+
+
+def _wait_ready(processes: list[subprocess.Popen[bytes]], timeout: float) -> list[Any]:
+    """What each beat wrote once its scheduler was built (``BENCH_BEAT``)."""
+    deadline = time.monotonic() + timeout
+    readies: dict[int, Any] = {}
+    while len(readies) < len(processes):
+        for process in processes:
+            if process.poll() is not None:
+                raise RuntimeError(f"a beat stopped before it was ready: {process.returncode}")
+            raw = redis.get(f"{PREFIX}ready:{process.pid}")
+            if raw is not None:
+                readies[process.pid] = json.loads(raw)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(processes) - len(readies)} beats not ready in {timeout} s")
+        time.sleep(0.1)
+    return list(readies.values())
 
 
 def _occurrence_of(raw: bytes) -> tuple[str, str, str]:
     """What one publish stands for: the task, the beat entry, the occurrence it carries.
 
-    Ours carry their instant (``scheduled_at``), so two sends of one occurrence are seen; a
-    stock or redbeat entry carries nothing of its occurrence, so each of its messages counts
-    once (their single beat sends each entry once a minute).
+    Ours carry their instant (``scheduled_at``), so two sends of one occurrence are seen
+    (not their correlation id: each send has its own); a stock or redbeat entry carries nothing
+    of its occurrence, so each of its messages counts once (their single beat sends each entry
+    once a minute).
     """
     message = json.loads(raw)
     headers = message["headers"]
     _, kwargs, _ = json.loads(base64.b64decode(message["body"]))
     if not kwargs:
         return str(headers.get("task")), str(headers.get("id")), ""
-    return str(headers.get("task")), "", json.dumps(kwargs, sort_keys=True)
+    return str(headers.get("task")), "", f"{kwargs['scheduled_at']} {kwargs.get('tenant_id')}"
 
 
 def _peak_rss_mib(pid: int) -> float:
@@ -657,16 +722,20 @@ def _peak_rss_mib(pid: int) -> float:
 
 def burst_lines(args: argparse.Namespace) -> list[str]:
     """Section 7: each beat's burst, ours repeated, the peers once (they are far behind)."""
+    window = min(args.window, NEXT_MINUTE_S)
+    peer_window = min(args.peer_window, NEXT_MINUTE_S)
     lines: list[str] = []
     lines += [
         "",
         f"7. {args.burst:,} jobs on * * * * * due at one minute, real celery beat "
-        "processes, instant to last publish",
-        f"{'beat':<22}{'published':>10}{'twice':>7}{'seconds':>9}{'per s':>8}{'RSS MiB':>9}",
+        f"processes, instant to last publish (watched {window:g} s, peers {peer_window:g} s)",
+        f"{'beat':<24}{'published':>10}{'twice':>7}{'missing':>9}{'seconds':>9}{'per s':>8}"
+        f"{'RSS MiB':>9}{'set-up s':>10}{'start s':>9}",
     ]
     for kind, beats, label in (
         ("ours", 1, "ddd_celery, one beat"),
         ("ours", 2, "ddd_celery, two beats"),
+        ("ours", 3, "ddd_celery, three beats"),
         ("redbeat", 1, "redbeat"),
         ("stock", 1, "celery stock beat"),
     ):
@@ -675,13 +744,25 @@ def burst_lines(args: argparse.Namespace) -> list[str]:
         runs = []
         for repeat in range(args.repeats if kind == "ours" else 1):
             progress(f"7. burst: {label}, repeat {repeat + 1}")
-            runs.append(burst(kind, beats, args.burst))
+            watched = window if kind == "ours" else peer_window
+            runs.append(burst(kind, beats, args.burst, watched))
         got = {key: median([run[key] for run in runs]) for key in runs[0]}
         lines.append(
-            f"{label:<22}{got['distinct']:>10,.0f}{got['twice']:>7,.0f}"
+            f"{label:<24}{got['published']:>10,.0f}{got['twice']:>7,.0f}{got['missing']:>9,.0f}"
             f"{got['seconds']:>9.2f}{got['rate']:>8,.0f}{got['rss_mib']:>9.0f}"
+            f"{got['setup_s']:>10.2f}{got['ready_s']:>9.1f}"
         )
+    lines.append(
+        "   set-up s: building the scheduler that ticks (setup_schedule: the heap ready), in "
+        "the beat; start s: from the process's start to that, importing the app included"
+    )
     return lines
+
+
+def _exit_on(signum: int, frame: object) -> None:
+    """A signal that ends the bench raises, so every ``finally`` runs: beats stopped, keys
+    deleted."""
+    raise SystemExit(128 + signum)
 
 
 def main() -> None:
@@ -692,11 +773,19 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs of sections 4 and 5")
     parser.add_argument("--burst", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--window", type=float, default=NEXT_MINUTE_S, help="section 7: seconds ours are watched"
+    )
+    parser.add_argument(
+        "--peer-window", type=float, default=NEXT_MINUTE_S, help="section 7: redbeat, stock"
+    )
     parser.add_argument("--only", default="1,3,4,6,7", help="sections to run (2 runs with 1)")
     parser.add_argument(
         "--beats", default="ddd_celery,redbeat,beat", help="the beats of section 7 to run"
     )
     args = parser.parse_args()
+    for stop in (signal.SIGTERM, signal.SIGHUP):  # the keys are deleted on any exit
+        signal.signal(stop, _exit_on)
     only = set(args.only.split(","))
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     lines = [

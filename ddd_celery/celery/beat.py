@@ -18,6 +18,7 @@ on their thread, ``beat_outages`` says once when a store stops and starts answer
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import logging
@@ -142,15 +143,18 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self._pauses = BeatPauses()
         """The jobs an operator paused, read once per tick that sends (``celery/pauses.py``)."""
         self._closed = False
+        self._frozen = False
+        """Whether ``setup_schedule`` froze the set-up out of the garbage collector."""
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:
         """Read the jobs and their checkpoints; put each enabled job's first instant on the heap.
 
         Celery calls it for the scheduler that ticks, never for the lazy instance that prints
-        the banner, so the banner asks no store anything. Raises ``LookupError`` when no jobs are
-        installed on the app, which stops beat at start. A checkpoint that cannot be read is
-        logged and its job starts from now, as without checkpoints.
+        the banner, so the banner asks no store anything. Then every object alive is frozen
+        out of the garbage collector (``gc.freeze``) until ``close``. Raises ``LookupError``
+        when no jobs are installed on the app, which stops beat at start. A checkpoint that
+        cannot be read is logged and its job starts from now, as without checkpoints.
         """
         refuse_pickle_at_start(self)  # before the banner's beat_init: this reads the jobs first
         jobs = jobs_of(self.app)
@@ -166,6 +170,12 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             self._resume(job, now, checkpoints.get(job.name))
         self._log_jobs(jobs)
         _log_overrides(jobs)
+        # What the set-up built (the app, its tasks, the jobs, the heap) lives as long as beat:
+        # out of the collector's generations, a full collection no longer walks every object
+        # of every job (millions at 100,000 jobs) while a burst is sent. ``close`` gives them
+        # back.
+        gc.freeze()
+        self._frozen = True
 
     def _log_jobs(self, jobs: CeleryJobs) -> None:
         """Log each job at INFO, soonest first: its schedule and first instant, UTC and local.
@@ -234,6 +244,9 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         after it sends nothing.
         """
         self._closed = True
+        if self._frozen:
+            self._frozen = False
+            gc.unfreeze()
         try:
             if self._jobs is not None:
                 self._drop_waiting(self._jobs)

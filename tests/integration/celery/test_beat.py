@@ -11,6 +11,7 @@ No ``__init__.py`` here: a package named ``celery`` would shadow Celery itself.
 
 from __future__ import annotations
 
+import gc
 import logging
 import uuid
 from collections import Counter
@@ -365,6 +366,29 @@ def test_an_idle_tick_asks_no_store_anything(clock: FixedClock) -> None:
         beat.tick()
 
     assert stores.asked == []
+
+
+def _collected(thing: object) -> bool:
+    """Whether the garbage collector's generations hold ``thing`` (a frozen object is in none)."""
+    return any(held is thing for generation in range(3) for held in gc.get_objects(generation))
+
+
+def test_the_set_up_is_frozen_out_of_the_garbage_collector_until_beat_closes(
+    clock: FixedClock,
+) -> None:
+    gc.unfreeze()
+    instance = Instance(clock, [declared("billing.remind", every="15m")], InMemoryLock(clock))
+    assert _collected(instance.registry)
+
+    beat = instance.beat()
+    try:
+        assert not _collected(instance.registry)
+        assert not _collected(beat._due[0])
+    finally:
+        beat.close()
+
+    assert gc.get_freeze_count() == 0
+    assert _collected(instance.registry)
 
 
 def test_a_process_that_runs_no_job_by_time_schedules_nothing(clock: FixedClock) -> None:
