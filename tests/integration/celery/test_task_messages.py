@@ -401,6 +401,7 @@ def test_a_batch_of_wake_ups_is_written_from_one_template_as_send_task_sends_eac
     make_app: AppFactory,
     redis_client: Redis,
     redis_prefix: str,
+    *,
     through: list[str],
     pushed: list[int],
     route: str,
