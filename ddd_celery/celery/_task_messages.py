@@ -40,14 +40,20 @@ from celery.backends.base import Backend
 from celery.signals import after_task_publish, before_task_publish, task_sent
 from celery.utils.nodenames import anon_nodename
 from celery.utils.saferepr import saferepr
+from kombu import exceptions as kombu_exceptions
 from kombu.common import Broadcast
 from kombu.entity import Queue
-from kombu.exceptions import BatchPublishError
 from kombu.transport import redis as kombu_redis
 from kombu.utils import json as kombu_json
 from kombu.utils.uuid import uuid
 
 _celery_logger = logging.getLogger(celery_base.__name__)
+
+BatchPublishError: type[Exception] = getattr(
+    kombu_exceptions, "BatchPublishError", kombu_exceptions.KombuError
+)
+"""What a failed publish batch raises: kombu's own error, or (kombu before 5.7, which has no
+publish batch) its base."""
 
 
 def _sends_the_message_copied() -> bool:
