@@ -92,7 +92,12 @@ _workers: list[Any] = []
 
 
 def on_worker_init(sender: Any = None, **_: Any) -> None:
+    """Keep the worker, and ignore ``GRACE_SIGNAL`` in its main process: a prefork child
+    inherits that from the fork, so a stop sent before the child's own set-up ran
+    (``on_worker_process_init``) does not kill it (``exited with 'signal 12'``)."""
     _workers[:] = [sender]
+    with contextlib.suppress(ValueError):  # not the main thread: no child forks from there
+        signal.signal(GRACE_SIGNAL, signal.SIG_IGN)
 
 
 def on_worker_shutting_down(**_: Any) -> None:
