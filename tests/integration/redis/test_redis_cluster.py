@@ -185,7 +185,9 @@ def test_a_sentinel_url_gives_its_master_and_follows_a_failover(sentinelled: Sen
     checkpoints = RedisJobCheckpoints(made, prefix=prefix)
     checkpoints.write("report", AT)
     assert sentinelled.master.client.get(f"{prefix}report") is not None
-    assert sentinelled.master.client.wait(1, 500) == 1
+    # the write is on the replica before the failover (a loaded machine may take more than
+    # one WAIT's half second to link the replica)
+    wait_for(lambda: sentinelled.master.client.wait(1, 500) == 1, "the replica to take the write")
     sentinelled.sentinel.client.execute_command("SENTINEL FAILOVER", "ddd-celery-test")
     wait_for(
         lambda: sentinelled.replica.client.info("replication")["role"] == "master",
