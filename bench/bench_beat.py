@@ -55,7 +55,7 @@ from celery.schedules import crontab
 from redbeat.schedulers import RedBeatScheduler, acquire_distributed_beat_lock
 from redis import ConnectionPool, Redis
 from redis.connection import Connection
-from stopping import clean_up_on_sigterm
+from stopping import clean_up_on_stop
 
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.beat import JobBeatScheduler
@@ -391,7 +391,7 @@ def report(
 
 
 def main() -> None:
-    clean_up_on_sigterm()
+    clean_up_on_stop()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000,10000")
     parser.add_argument("--cpu", type=float, default=1.0, help="CPU seconds per idle measure")

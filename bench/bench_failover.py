@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from redis_servers import NODE_TIMEOUT_MS, redis_cluster, wait_for
-from stopping import clean_up_on_sigterm
+from stopping import clean_up_on_stop
 
 from ddd_celery.kernel.lock import LockUnavailableError
 from ddd_celery.redis import RedisLock, connect
@@ -51,7 +51,7 @@ def beat(
 
 
 def main() -> None:
-    clean_up_on_sigterm()
+    clean_up_on_stop()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=["kill", "failover"], default="kill")
     parser.add_argument("--jobs", type=int, default=10)

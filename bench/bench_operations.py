@@ -57,7 +57,7 @@ from click.testing import CliRunner
 from only import add_only, chosen
 from redis import Redis
 from sqlalchemy import Engine, create_engine, text
-from stopping import clean_up_on_sigterm
+from stopping import clean_up_on_stop
 
 from ddd_celery.background.store import (
     ClaimedJob,
@@ -590,7 +590,7 @@ def print_sizes(spent_by_store: dict[str, dict[str, list[float]]], jobs: int) ->
 
 
 def main() -> None:
-    clean_up_on_sigterm()
+    clean_up_on_stop()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=1_000_000, help="jobs of the large store")
     parser.add_argument("--pages", type=int, default=100, help="pages timed per query and size")

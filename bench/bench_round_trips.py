@@ -48,7 +48,6 @@ import base64
 import contextlib
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -67,6 +66,7 @@ from celery.schedules import crontab
 from kombu import Producer
 from redis import ConnectionPool, Redis
 from redis.connection import Connection
+from stopping import clean_up_on_stop
 
 import ddd_celery.celery.beat_publishing as publishing_module
 from ddd_celery.celery import install_jobs
@@ -759,12 +759,6 @@ def burst_lines(args: argparse.Namespace) -> list[str]:
     return lines
 
 
-def _exit_on(signum: int, frame: object) -> None:
-    """A signal that ends the bench raises, so every ``finally`` runs: beats stopped, keys
-    deleted."""
-    raise SystemExit(128 + signum)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -784,8 +778,7 @@ def main() -> None:
         "--beats", default="ddd_celery,redbeat,beat", help="the beats of section 7 to run"
     )
     args = parser.parse_args()
-    for stop in (signal.SIGTERM, signal.SIGHUP):  # the keys are deleted on any exit
-        signal.signal(stop, _exit_on)
+    clean_up_on_stop()  # beats stopped, keys deleted on any exit
     only = set(args.only.split(","))
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     lines = [

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert
-from stopping import clean_up_on_sigterm
+from stopping import clean_up_on_stop
 
 from ddd_celery.background.store import EnqueuedBy, JobLease, JobStatus, JobStore, NewJob
 from ddd_celery.kernel import FixedClock
@@ -231,7 +231,7 @@ def relay(count: int, sql: SqlJobStore, engine_url: str, prefix: str, redis: Job
 
 
 def main() -> None:
-    clean_up_on_sigterm()
+    clean_up_on_stop()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=5_000)
     parser.add_argument("--relay", type=int, default=20_000)

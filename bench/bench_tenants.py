@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from celery import Celery
-from stopping import clean_up_on_sigterm
+from stopping import clean_up_on_stop
 
 from ddd_celery.celery import OccurrenceMessage, install_jobs
 from ddd_celery.declarations import JobExecution, scheduled
@@ -144,7 +144,7 @@ def occurrence(job: str, tenants: int, timeout_s: float) -> tuple[float, float]:
 
 
 def main() -> None:
-    clean_up_on_sigterm()
+    clean_up_on_stop()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tenants", type=int, default=TENANTS)
     parser.add_argument("--run-ms", type=int, default=int(RUN_S * 1000))

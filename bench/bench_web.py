@@ -50,7 +50,7 @@ from bench_operations import (
 from celery import Celery
 from only import add_only, chosen
 from sqlalchemy import Engine
-from stopping import clean_up_on_sigterm
+from stopping import clean_up_on_stop
 
 from ddd_celery.background.store import JobFilter
 from ddd_celery.celery import install_jobs
@@ -291,7 +291,7 @@ def table(title: str, sizes: tuple[int, int], results: dict[str, dict[str, list[
 
 
 def main() -> None:
-    clean_up_on_sigterm()
+    clean_up_on_stop()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=1_000_000, help="background jobs, large store")
     parser.add_argument("--scheduled", type=int, default=10_000, help="scheduled jobs, large app")
