@@ -47,6 +47,8 @@ from kombu.transport import redis as kombu_redis
 from kombu.utils import json as kombu_json
 from kombu.utils.uuid import uuid
 
+from ddd_celery.kernel.ids import UuidGenerator
+
 _celery_logger = logging.getLogger(celery_base.__name__)
 
 BatchPublishError: type[Exception] = getattr(
@@ -94,6 +96,9 @@ _SEND_TASK_MESSAGE_ARGUMENTS = frozenset(
 """The options Celery's ``send_task_message`` takes by name; the others become properties."""
 
 
+TASK_IDS = UuidGenerator()
+"""Task ids and delivery tags, as kombu's ``uuid()`` makes them (version 4 UUIDs), many at once."""
+
 _SLOT = "<per message>"
 """Holds a header's place in the template, so each message keeps Celery's order of keys."""
 
@@ -130,6 +135,50 @@ def _isoformat(expires: datetime) -> str:
     text = expires.isoformat()
     _last_expiry[0] = (expires, text)
     return text
+
+
+EXPIRY_FIELDS = ("expires", "expiration")
+"""The header and the property that carry a message's expiry."""
+
+
+def expiry(task_id: str, expires: datetime) -> tuple[str, float]:
+    """A message's ``expires`` header and its TTL in seconds, as ``send_task`` gives them to
+    kombu: a TTL of 0, with Celery's warning, when the expiry is past."""
+    seconds = (expires - datetime.now(UTC)).total_seconds()
+    if seconds < 0:
+        _celery_logger.warning(
+            f"{task_id} has an expiration date in the past ({-seconds}s ago).\n"
+            "We assume this is intended and so we have set the "
+            "expiration date to 0 instead.\n"
+            "According to RabbitMQ's documentation:\n"
+            '"Setting the TTL to 0 causes messages to be expired upon '
+            "reaching a queue unless they can be delivered to a "
+            'consumer immediately."\n'
+            "If this was unintended, please check the code which "
+            "published this task."
+        )
+        seconds = 0
+    return _isoformat(expires), seconds
+
+
+def kwargs_repr(kwargs: Mapping[str, Any], limits: tuple[int, int]) -> str:
+    """What Celery's ``saferepr`` writes of ``kwargs`` within ``limits`` (size, levels):
+    ``repr`` where that is the same.
+
+    ``saferepr`` quotes a string as ``repr`` does unless it holds a quote, a backslash or a
+    character ``repr`` escapes, and cuts nothing shorter than its limit.
+    """
+    if all(
+        type(key) is str
+        and _reprs_alike(key)
+        and (value is None or (type(value) is str and _reprs_alike(value)))
+        for key, value in kwargs.items()
+    ):
+        text = repr(kwargs)
+        if len(text) < limits[0]:
+            return text
+    maxsize, maxlevels = limits
+    return str(saferepr(kwargs, maxsize, maxlevels=maxlevels))
 
 
 def _origin_here() -> str:
@@ -413,7 +462,7 @@ class TaskMessage:
     ) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]:
         """The body, headers and properties of one message, as ``send_task`` writes them."""
         if kwargsrepr is None:
-            kwargsrepr = self._kwargs_repr(kwargs)
+            kwargsrepr = kwargs_repr(kwargs, self._repr_limits)
         message_headers = self._headers.copy()
         message_headers["id"] = message_headers["root_id"] = task_id
         message_headers["timelimit"] = list(self._timelimit)
@@ -425,8 +474,7 @@ class TaskMessage:
         if self._reprs_given:
             properties["kwargsrepr"] = kwargsrepr
         if expires is not None:
-            message_headers["expires"] = _isoformat(expires)
-            properties["expiration"] = self._seconds_left(task_id, expires)
+            message_headers["expires"], properties["expiration"] = expiry(task_id, expires)
         if headers:
             message_headers.update(headers)
         body = ((), kwargs, {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
@@ -495,13 +543,20 @@ class TaskMessage:
                 )
 
     def on_redis(
-        self, producer: Any, kwargs: Sequence[str], headers: Sequence[str]
+        self,
+        producer: Any,
+        kwargs: Sequence[str],
+        headers: Sequence[str],
+        *,
+        expires: bool = False,
     ) -> RedisMessages | None:
         """This task's messages as kombu's Redis transport writes them through ``producer``,
-        their ``kwargs`` and ``headers`` (those named) and ids filled in for each
-        (``RedisMessages``); None where a message must go through ``send`` (another
-        transport, a route through an exchange, a queue with an expiry, a pipeline Redis may
-        replay, publish signals with receivers, a result backend told of each task).
+        their ``kwargs`` and ``headers`` (those named) and ids filled in for each, and with
+        ``expires`` their expiry (the ``expires`` header, the ``expiration`` property: what
+        ``expiry`` gives, the TTL in ms as kombu writes it): ``RedisMessages``. None where a
+        message must go through ``send`` (another transport, a route through an exchange, a
+        queue with an expiry, a pipeline Redis may replay, publish signals with receivers, a
+        result backend told of each task).
 
         The template is one message carried through kombu's own code, the producer's publish
         and the channel's preparation, with a marker in each field that differs, held back
@@ -518,7 +573,10 @@ class TaskMessage:
             or not hasattr(producer, "_batch_local")
         ):
             return None
-        markers = {name: f"\x00{uuid()}\x00" for name in ("id", "kwargsrepr", *kwargs, *headers)}
+        markers = {
+            name: f"\x00{uuid()}\x00"
+            for name in ("id", "kwargsrepr", *kwargs, *headers, *EXPIRY_FIELDS)
+        }
         marked = {name: markers[name] for name in kwargs}
         parts = self._parts(
             markers["id"],
@@ -527,6 +585,9 @@ class TaskMessage:
             expires=None,
             kwargsrepr=markers["kwargsrepr"],
         )
+        if expires:
+            parts[1]["expires"] = markers["expires"]
+            parts[2]["expiration"] = 0  # in its place; its text is kombu's, marked below
         held = _HeldBack()
         local = producer._batch_local
         before = getattr(local, "current", _ABSENT)
@@ -545,6 +606,8 @@ class TaskMessage:
         body_text = message["body"]
         if not isinstance(body_text, str):
             return None
+        if expires:
+            message["properties"]["expiration"] = markers["expiration"]
         redis_channel._inplace_augment_message(message, exchange, queue)
         markers["body"], markers["tag"] = f"\x00{uuid()}\x00", f"\x00{uuid()}\x00"
         message["body"] = markers["body"]
@@ -557,6 +620,7 @@ class TaskMessage:
             key,
             _Template(_kombu_dumps(message), markers),
             _Template(body_text, markers),
+            self._repr_limits,
         )
 
     def _declaration(self, connection: Any) -> list[Any]:
@@ -571,42 +635,6 @@ class TaskMessage:
         ):
             return []
         return list(self._declare)
-
-    def _kwargs_repr(self, kwargs: Mapping[str, Any]) -> str:
-        """What Celery's ``saferepr`` writes of ``kwargs``: ``repr`` where that is the same.
-
-        ``saferepr`` quotes a string as ``repr`` does unless it holds a quote, a backslash or a
-        character ``repr`` escapes, and cuts nothing shorter than its limit.
-        """
-        if all(
-            type(key) is str
-            and _reprs_alike(key)
-            and (value is None or (type(value) is str and _reprs_alike(value)))
-            for key, value in kwargs.items()
-        ):
-            text = repr(kwargs)
-            if len(text) < self._repr_limits[0]:
-                return text
-        maxsize, maxlevels = self._repr_limits
-        return str(saferepr(kwargs, maxsize, maxlevels=maxlevels))
-
-    def _seconds_left(self, task_id: str, expires: datetime) -> float:
-        """The message's TTL, as ``send_task`` computes it: 0, with its warning, when past."""
-        seconds = (expires - datetime.now(UTC)).total_seconds()
-        if seconds < 0:
-            _celery_logger.warning(
-                f"{task_id} has an expiration date in the past ({-seconds}s ago).\n"
-                "We assume this is intended and so we have set the "
-                "expiration date to 0 instead.\n"
-                "According to RabbitMQ's documentation:\n"
-                '"Setting the TTL to 0 causes messages to be expired upon '
-                "reaching a queue unless they can be delivered to a "
-                'consumer immediately."\n'
-                "If this was unintended, please check the code which "
-                "published this task."
-            )
-            return 0
-        return seconds
 
 
 _ABSENT = object()
@@ -656,25 +684,36 @@ class RedisMessages:
     text each, pushed to the queue's list), written from one template (``TaskMessage.on_redis``):
     what ``send`` would push, field by field, for the cost of filling in the ids."""
 
-    def __init__(self, channel: Any, key: str, message: _Template, body: _Template) -> None:
+    def __init__(
+        self,
+        channel: Any,
+        key: str,
+        message: _Template,
+        body: _Template,
+        repr_limits: tuple[int, int],
+    ) -> None:
         self._channel = channel
         self.key = key
         """The list the messages go to (the queue's, of their priority)."""
         self._message = message
         self._body = body
+        self._repr_limits = repr_limits
 
     def write(
         self,
         task_id: str,
         delivery_tag: str,
-        kwargs: Mapping[str, str],
-        headers: Mapping[str, Any],
-        kwargsrepr: str,
+        kwargs: Mapping[str, str | None],
+        fields: Mapping[str, Any],
+        kwargsrepr: str | None = None,
     ) -> str:
-        """One message: its task id, kombu's delivery tag, the values of the kwargs and headers
-        the template was made for, and what its kwargs show (``kwargsrepr``)."""
+        """One message: its task id, kombu's delivery tag, the values of the kwargs and of the
+        headers and properties (``fields``) the template was made for, and what its kwargs show
+        (``kwargsrepr``: Celery's ``saferepr`` of them when not given)."""
+        if kwargsrepr is None:
+            kwargsrepr = kwargs_repr(kwargs, self._repr_limits)
         values = {name: _json(value) for name, value in kwargs.items()}
-        for name, value in headers.items():
+        for name, value in fields.items():
             values[name] = _json(value)
         values["id"] = _json(task_id)
         values["kwargsrepr"] = _json(kwargsrepr)

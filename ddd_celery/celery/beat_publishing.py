@@ -17,11 +17,12 @@ from typing import Any
 
 from celery.beat import BeatLazyFunc
 
-from ddd_celery.celery._task_messages import TaskMessage, new_task_id
+from ddd_celery.celery._task_messages import TASK_IDS, TaskMessage, new_task_id, push_messages
+from ddd_celery.celery.beat_templates import SharedTemplates, write
 from ddd_celery.celery.message import OccurrenceMessage
 from ddd_celery.celery.publish_batch import publish_batch
 from ddd_celery.celery.registry import CeleryJob, CeleryJobs
-from ddd_celery.celery.tracing import send_span
+from ddd_celery.celery.tracing import send_span, sends_untraced
 from ddd_celery.kernel.instants import iso_ms
 from ddd_celery.scheduling.execution import not_run
 from ddd_celery.scheduling.occurrence import Event, Occurrence
@@ -68,14 +69,16 @@ class Publisher:
         """Each declared job's task message, its fixed part built at its first send."""
         self._messages_router: object = None
         """The app's router the messages were built with: built again once it changes."""
+        self._templates = SharedTemplates(app)
 
     def publish(self, jobs: CeleryJobs, tasks: list[Sending], sent: set[int]) -> None:
         """Publish the occurrences begun, through one producer held for them all.
 
-        The messages go in one kombu publish batch where the broker has one (Redis: one
-        pipeline), so a publish that fails fails the rest of the batch with it: each such
-        occurrence is recorded ``failed`` and freed. ``sent`` receives each occurrence once its
-        message has left.
+        On kombu's Redis transport the messages are written from templates the jobs share and
+        pushed in one pipeline (``_push``); the others go in one kombu publish batch where the
+        broker has one (Redis: one pipeline). Either way a write that fails fails the rest of
+        its batch with it: each such occurrence is recorded ``failed`` and freed. ``sent``
+        receives each occurrence once its message has left.
         """
         if not tasks:
             return
@@ -85,16 +88,68 @@ class Publisher:
             if self._send(jobs, tasks[0], None, batch):
                 sent.add(id(tasks[0].occurrence))
             return
+        published: list[Sending] = []
         try:
-            with self.app.producer_or_acquire() as producer, publish_batch(producer, len(tasks)):
-                batch.declared = set()
-                published = [item for item in tasks if self._send(jobs, item, producer, batch)]
+            with self.app.producer_or_acquire() as producer:
+                rest = self._push(jobs, tasks, producer, batch, sent)
+                with publish_batch(producer, len(rest)):
+                    batch.declared = set()
+                    published = [item for item in rest if self._send(jobs, item, producer, batch)]
         except Exception as error:
             for item in tasks:
-                if item.occurrence.outcome is None:
+                if item.occurrence.outcome is None and id(item.occurrence) not in sent:
                     self._send_failed(jobs, item, error, item.correlation_id)
             return
         sent.update(id(item.occurrence) for item in published)
+
+    def _push(
+        self, jobs: CeleryJobs, tasks: list[Sending], producer: Any, batch: _Batch, sent: set[int]
+    ) -> list[Sending]:
+        """Write each task a shared template can carry (``beat_templates``) and push them all
+        in one pipeline; return the others, to publish.
+
+        Only where nothing runs in this thread and no span is started per send. A push that
+        fails fails each of its occurrences, its delivery uncertain, as a publish batch's.
+        """
+        if not batch.fits_here or not sends_untraced():
+            return tasks
+        templates = self._templates.templates()
+        rest: list[Sending] = []
+        written = []
+        for item in tasks:
+            template = templates.of(item.job, producer) if item.job.declared else None
+            if template is None:
+                rest.append(item)
+            else:
+                written.append((item, template))
+        if not written:
+            return rest
+        correlation_ids = jobs.ids.next_ids(len(written))
+        ids = TASK_IDS.next_ids(2 * len(written))
+        pushes: dict[str, list[str]] = {}
+        for index, (item, template) in enumerate(written):
+            job, at = item.job, item.occurrence.scheduled_at
+            item.correlation_id = correlation_id = correlation_ids[index]
+            if batch.logs_sends:
+                logger.info(
+                    "Scheduler: Sending due task %s (%s) of %s", job.name, job.task_name, iso_ms(at)
+                )
+            message = write(
+                template,
+                job,
+                (ids[2 * index], ids[2 * index + 1]),
+                _kwargs(batch, at, correlation_id),
+                item.expires,
+            )
+            pushes.setdefault(template.key, []).append(message)
+        try:
+            push_messages(producer.channel, list(pushes.items()))
+        except Exception as error:
+            for item, _ in written:
+                self._send_failed(jobs, item, error, item.correlation_id)
+        else:
+            sent.update(id(item.occurrence) for item, _ in written)
+        return rest
 
     def _send(self, jobs: CeleryJobs, item: Sending, producer: Any, batch: _Batch) -> bool:
         """Publish the task; a publish that fails is recorded ``failed`` and frees the run state.

@@ -100,6 +100,18 @@ def send_span(
             raise
 
 
+def sends_untraced() -> bool:
+    """Whether ``send_span`` would start no span and carry no header here: then many sends
+    may go as one write, with no span each (beat's messages written from templates)."""
+    if not TRACING:
+        return True
+    if _recording() or trace.get_current_span().get_span_context().is_valid:
+        return False
+    headers: dict[str, str] = {}
+    propagate.inject(headers)
+    return not headers
+
+
 @dataclass
 class RunSpan:
     """The span of one run, as the run needs it: the traceparent for its scope, its outcome."""

@@ -15,13 +15,13 @@ from weakref import WeakKeyDictionary
 from ddd_celery.background.publisher import JobPublisher
 from ddd_celery.background.store import Dispatch
 from ddd_celery.celery._task_messages import (
+    TASK_IDS,
     RedisMessages,
     TaskMessage,
     new_task_id,
     push_messages,
 )
 from ddd_celery.celery.publish_batch import publish_batch
-from ddd_celery.kernel.ids import UuidGenerator
 
 JOB_ID = "job_id"
 """The one keyword argument of a background job's task."""
@@ -144,8 +144,6 @@ def send_wakeups(app: Any, dispatches: Sequence[Dispatch], producer: Any = None)
 
 _WAKEUP_HEADERS = ("root_id", "retries")
 """The headers ``send_wakeup`` gives each message: the job as its root, the attempts before."""
-_IDS = UuidGenerator()
-"""Task ids and delivery tags, as kombu's ``uuid()`` makes them (version 4 UUIDs)."""
 
 
 def _pushed(app: Any, dispatches: Sequence[Dispatch], producer: Any) -> bool:
@@ -153,7 +151,7 @@ def _pushed(app: Any, dispatches: Sequence[Dispatch], producer: Any) -> bool:
     nothing sent, where one of them cannot be."""
     templates: dict[tuple[str, str], RedisMessages | None] = {}
     pushes: list[tuple[str, list[str]]] = []
-    ids = _IDS.next_ids(2 * len(dispatches))
+    ids = TASK_IDS.next_ids(2 * len(dispatches))
     for index, dispatch in enumerate(dispatches):
         destination = (dispatch.name, dispatch.queue)
         if destination in templates:

@@ -37,7 +37,7 @@ from redis import Redis
 
 from ddd_celery.background.store import Dispatch
 from ddd_celery.celery import _task_messages as task_messages
-from ddd_celery.celery import install_jobs
+from ddd_celery.celery import beat_publishing, install_jobs
 from ddd_celery.celery._task_messages import TaskMessage, new_task_id
 from ddd_celery.celery.background import publisher as publisher_module
 from ddd_celery.celery.background.publisher import CeleryJobPublisher, send_wakeup, send_wakeups
@@ -119,20 +119,36 @@ def next_hour() -> datetime:
 
 
 def beat_sends_one(
-    app: Celery, *, timeout_ms: int | None = None, on_run: Any = None, jobs: int = 1
+    app: Celery,
+    *,
+    timeout_ms: int | None = None,
+    on_run: Any = None,
+    jobs: int = 1,
+    timeouts: list[int | None] | None = None,
+    finalized: bool = False,
 ) -> datetime:
     """Install jobs of every hour on ``app`` and let its beat send the next hour's occurrences.
 
     The next hour of the real clock, so the message's expiry is ahead, as in a beat; returns it.
-    The first job is ``TASK``; more are sent together, in one publish batch.
+    The first job is ``TASK``; more are sent together, in one batch. ``timeouts``: each job's
+    ``timeout_ms``, one job each (else ``jobs`` jobs of ``timeout_ms``). ``finalized``: the
+    app's tasks registered before beat starts, as ``celery beat`` does (their options then go
+    into each message, as ``send_task`` puts them).
     """
     at = next_hour()
     clock = FixedClock(at - timedelta(seconds=1))
-    schedule = {"every": "1h"} if timeout_ms is None else {"every": "1h", "timeout_ms": timeout_ms}
-    names = [TASK] + [f"{TASK}-{number}" for number in range(1, jobs)]
+    timeouts = timeouts if timeouts is not None else [timeout_ms] * jobs
+    names = [TASK] + [f"{TASK}-{number}" for number in range(1, len(timeouts))]
     declarations = [
-        ScheduledJobDeclaration(name, "reports", parse_job_schedule(schedule), ReportsJob)
-        for name in names
+        ScheduledJobDeclaration(
+            name,
+            "reports",
+            parse_job_schedule(
+                {"every": "1h"} if timeout is None else {"every": "1h", "timeout_ms": timeout}
+            ),
+            ReportsJob,
+        )
+        for name, timeout in zip(names, timeouts, strict=True)
     ]
     install_jobs(
         app,
@@ -143,6 +159,8 @@ def beat_sends_one(
         clock=clock,
         on_run=on_run,
     )
+    if finalized:
+        app.finalize()
     scheduler = JobBeatScheduler(app=app)
     scheduler.tick()
     clock.advance(1_000)
@@ -311,6 +329,65 @@ def test_beat_publishes_an_occurrence_as_send_task_did(
     assert same(beats, celerys, apart_ms=(time.monotonic() - began) * 1000)
     assert beats["ttl_ms"] > 0
     assert OccurrenceMessage.from_kwargs(beats["body"][1]).scheduled_at == at
+
+
+@pytest.fixture
+def beat_pushed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many messages each push of beat's messages written from templates sent."""
+    counts: list[int] = []
+    push = beat_publishing.push_messages
+
+    def counting(channel: Any, pushes: Any) -> None:
+        counts.append(sum(len(messages) for _, messages in pushes))
+        push(channel, pushes)
+
+    monkeypatch.setattr(beat_publishing, "push_messages", counting)
+    return counts
+
+
+def test_beat_writes_a_batch_from_templates_its_jobs_share_as_send_task_sends_each(
+    make_app: AppFactory,
+    redis_client: Redis,
+    redis_prefix: str,
+    through: list[str],
+    beat_pushed: list[int],
+) -> None:
+    """Jobs of one queue whose tasks differ by name and time limits: each message is the one
+    ``send_task`` sends for its task, field by field (key order too), all pushed at once."""
+    app = make_app()
+    began = time.monotonic()
+    at = beat_sends_one(app, timeouts=[60_000, None, 60_000, 5_000], finalized=True)
+    registry = jobs_of(app)
+    sent = queued(redis_client, redis_prefix, "reports")
+    for message in sent:
+        job = registry.job(message["headers"]["task"])
+        app.send_task(
+            job.task_name,
+            kwargs=message["body"][1],
+            queue=job.queue,
+            expires=datetime.fromisoformat(message["headers"]["expires"]),
+            serializer="json",
+            headers={},
+        )
+
+    assert beat_pushed == ([4] if task_messages.PREBUILT else [])
+    assert through == []  # none published one by one
+    both = queued(redis_client, redis_prefix, "reports")
+    assert len(both) == 8
+    for beats, celerys in zip(both[:4], both[4:], strict=True):
+        assert same(beats, celerys, apart_ms=(time.monotonic() - began) * 1000)
+        for part in ("headers", "properties"):
+            assert list(beats[part]) == list(celerys[part])
+        assert OccurrenceMessage.from_kwargs(beats["body"][1]).scheduled_at == at
+    limits = {message["headers"]["task"]: message["headers"]["timelimit"] for message in sent}
+    assert limits[f"{TASK}-1"] == [None, None]
+    assert limits[TASK] == limits[f"{TASK}-2"] == [65.0, 60.0]
+    assert limits[f"{TASK}-3"] == [10.0, 5.0]
+    raws = [json.loads(raw) for raw in redis_client.lrange(f"{redis_prefix}reports", 0, -1)]
+    assert len({raw["headers"]["id"] for raw in raws}) == 8
+    assert len({raw["properties"]["delivery_tag"] for raw in raws}) == 8
+    correlation_ids = {message["body"][1]["correlation_id"] for message in sent}
+    assert len(correlation_ids) == 4
 
 
 def send_task_as_a_wakeup(app: Celery, job_id: str, **options: Any) -> None:
@@ -562,6 +639,35 @@ def test_a_broker_that_cannot_be_reached_fails_as_send_task_fails(
     for job, outcome, error in runs:
         assert outcome is Outcome.FAILED
         assert isinstance(error, OperationalError)
+        assert registry.run_state.running(job) is None
+
+
+def test_a_push_of_templated_messages_that_fails_fails_each_of_its_occurrences(
+    make_app: AppFactory, redis_client: Redis, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Delivery uncertain, as a kombu publish batch that fails: each occurrence recorded
+    failed with the push's error, its run state freed."""
+    failure = task_messages.BatchPublishError("Redis publish batch failed; delivery is uncertain")
+
+    def failing(channel: Any, pushes: Any) -> None:
+        raise failure
+
+    monkeypatch.setattr(beat_publishing, "push_messages", failing)
+    runs: list[tuple[str, Outcome, BaseException | None]] = []
+    app = make_app()
+
+    beat_sends_one(
+        app, jobs=3, on_run=lambda run, error, detail: runs.append((run.job, run.outcome, error))
+    )
+
+    registry = jobs_of(app)
+    if not task_messages.PREBUILT:  # every message went through send_task: none pushed
+        assert len(queued(redis_client, redis_prefix, "reports")) == 3
+        return
+    assert queued(redis_client, redis_prefix, "reports") == []
+    assert sorted(job for job, _, _ in runs) == sorted(registry.jobs)
+    for job, outcome, error in runs:
+        assert (outcome, error) == (Outcome.FAILED, failure)
         assert registry.run_state.running(job) is None
 
 
