@@ -11,6 +11,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from ddd_celery.declarations.errors import DeclarationError
@@ -31,6 +32,9 @@ from ddd_celery.scheduling.run_state import JobRunState
 
 ATTRIBUTE = "ddd_jobs"
 
+NOTHING: Mapping[str, Any] = MappingProxyType({})
+"""The empty ``kwargs`` and ``options`` every declared job shares (two dicts each, else)."""
+
 Provider = Callable[[], object]
 """Builds one dependency of a job's constructor, asked each time a job is built."""
 
@@ -46,8 +50,8 @@ class CeleryJob:
     job_class: type | None = None
     """None for a ``beat_schedule`` entry: its task is the app's own, run as written."""
     args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
+    kwargs: Mapping[str, Any] = field(default_factory=lambda: NOTHING)
+    options: Mapping[str, Any] = field(default_factory=lambda: NOTHING)
     """``apply_async`` options of a ``beat_schedule`` entry."""
     inline: Callable[[datetime], object] | None = None
     """A system job beat runs in its own process at the instant, instead of sending a task
