@@ -32,6 +32,7 @@ from datetime import datetime
 from types import MethodType
 from typing import Any, ClassVar, cast
 
+from celery.app.annotations import resolve_all
 from celery.exceptions import DuplicateTaskNameWarning, SoftTimeLimitExceeded
 from celery.local import PromiseProxy
 from celery.utils.functional import firstmethod
@@ -280,18 +281,21 @@ def register_run_tasks(app: Any, tasks: RunTasks) -> None:
 
 
 def _annotate(task: RunTask, annotations: Any) -> None:
-    """Apply the ``task_annotations`` naming ``task`` to it alone, as Celery does to a class:
-    attributes, and methods wrapped (``'@name'``); the first annotation that names it wins.
-    Those for every task (``'*'``) Celery applies to the class."""
-    for key, value in (_first_annotation(annotations, task) or {}).items():
-        if key.startswith("@"):
-            original = getattr(type(task), key[1:])
-            original = getattr(original, "__wrapped__", original)
-            wrapped = value(original)
-            wrapped.__wrapped__ = original
-            setattr(task, key[1:], MethodType(wrapped, task))
-        else:
-            setattr(task, key, value)
+    """Apply the ``task_annotations`` naming ``task`` to it alone, as Celery applies them to a
+    task's class: attributes, and methods wrapped (``'@name'``); the first that names it, then
+    the one for every task (``'*'``) over it. Without one naming it, the class has it all."""
+    if _first_annotation(annotations, task) is None:
+        return
+    for found in resolve_all(annotations, task):
+        for key, value in found.items():
+            if key.startswith("@"):
+                original = getattr(type(task), key[1:])
+                original = getattr(original, "__wrapped__", original)
+                wrapped = value(original)
+                wrapped.__wrapped__ = original
+                setattr(task, key[1:], MethodType(wrapped, task))
+            else:
+                setattr(task, key, value)
 
 
 _first_annotation = firstmethod("annotate")
