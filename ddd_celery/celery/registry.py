@@ -178,8 +178,15 @@ def dependencies(job: BuiltJob) -> dict[str, type]:
 
 
 def check_providers(jobs: Sequence[BuiltJob], providers: Mapping[type, Provider]) -> None:
-    """Refuse at wiring time a job whose constructor needs a port nobody provides."""
+    """Refuse at wiring time a job whose constructor needs a port nobody provides.
+
+    A class is read once, however many jobs it runs.
+    """
+    checked: set[type | None] = set()
     for job in jobs:
+        if job.job_class in checked:
+            continue
+        checked.add(job.job_class)
         for name, port in dependencies(job).items():
             if port not in providers:
                 raise DeclarationError(
