@@ -36,14 +36,17 @@ def declared(name: str, **options: Any) -> ScheduledJobDeclaration:
     return ScheduledJobDeclaration(name, name.partition(".")[0], schedule, Job)
 
 
+JOBS = [
+    declared(QUICK, timeout_ms=2_000),
+    declared(SLOW, timeout_ms=90_000),
+    declared(FREE),
+    declared(SPREAD, tenancy="per-tenant", tenant_runs="spread", timeout_ms=5_000),
+]
+
+
 def install(app: Any, **overrides: Any) -> None:
     options: dict[str, Any] = {
-        "jobs": [
-            declared(QUICK, timeout_ms=2_000),
-            declared(SLOW, timeout_ms=90_000),
-            declared(FREE),
-            declared(SPREAD, tenancy="per-tenant", tenant_runs="spread", timeout_ms=5_000),
-        ],
+        "jobs": JOBS,
         "lock": InMemoryLock(SystemClock()),
         "tenants": InMemoryTenantDirectory(["t-1"]),
         "environ": {},
@@ -102,6 +105,23 @@ def test_every_job_s_task_is_early_acknowledged_never_redelivered_json_and_keeps
         assert (task.ignore_result, task.store_errors_even_if_ignored) == (True, True)
         assert tuple(task.throws) == (ScheduledJobRefusedError,)
         assert task.serializer == "json"
+
+
+def test_the_send_options_are_each_job_s_own_and_shared_between_equal_ones(
+    make_app: AppFactory,
+) -> None:
+    app = make_app(task_annotations={SLOW: {"priority": 3}})
+
+    install(app, jobs=[*JOBS, declared("jobtasks.other-quick", timeout_ms=2_000)])
+
+    quick, other, slow = (app.tasks[name] for name in (QUICK, "jobtasks.other-quick", SLOW))
+    assert quick._get_exec_options() is other._get_exec_options()
+    assert quick._get_exec_options()["soft_time_limit"] == 2.0
+    assert slow._get_exec_options()["soft_time_limit"] == 90.0
+    assert slow._get_exec_options()["priority"] == 3
+    assert quick._get_exec_options()["priority"] is None
+    assert app.tasks[FREE]._get_exec_options()["time_limit"] is None
+    assert quick._get_exec_options()["serializer"] == "json"
 
 
 def test_each_task_s_doc_names_its_job(make_app: AppFactory) -> None:
