@@ -174,7 +174,7 @@ class RunTask:
     app: Any
     request: Any
     _bound_to: ClassVar[Any]
-    _shared_exec_options: ClassVar[dict[tuple[tuple[str, Any], ...], dict[str, Any]]]
+    _shared_exec_options: ClassVar[dict[tuple[Any, ...], dict[str, Any]]]
 
     def __init__(self, name: str, job: CeleryJob) -> None:
         self.name = name
@@ -231,12 +231,16 @@ class RunTask:
         """Celery's send options of this task (``apply_async``, beat's message), one dict for
         every task of the class whose own options are the same, not one each: 23 MB at 100,000
         jobs in a beat that sent them all. Celery's caller copies it, never writes it."""
-        own = self.__dict__
-        key = tuple((attr, own[attr]) for attr in _EXEC_OPTIONS if attr in own)
+        # Read as attributes: a task's ``__dict__``, once asked, is made and kept (64 bytes).
+        key = tuple(getattr(self, attr, None) for attr in _EXEC_OPTIONS)
         shared = type(self)._shared_exec_options
-        options = shared.get(key)
+        try:
+            options = shared.get(key)
+        except TypeError:  # an option that cannot be a key (a kombu object): Celery's cache
+            own: dict[str, Any] = cast(Any, super())._get_exec_options()
+            return own
         if options is None:
-            options = shared[key] = extract_exec_options(self)
+            options = shared[key] = dict(zip(_EXEC_OPTIONS, key, strict=True))
         return options
 
 

@@ -124,6 +124,16 @@ def test_the_send_options_are_each_job_s_own_and_shared_between_equal_ones(
     assert quick._get_exec_options()["serializer"] == "json"
 
 
+def test_send_options_that_cannot_be_shared_are_the_task_s_own(make_app: AppFactory) -> None:
+    headers_like = {"x-lane": "slow"}  # an option that cannot be a key of the shared ones
+    app = make_app(task_annotations={SLOW: {"expires": headers_like}})
+
+    install(app)
+
+    assert app.tasks[SLOW]._get_exec_options()["expires"] is headers_like
+    assert app.tasks[QUICK]._get_exec_options()["expires"] is None
+
+
 def test_each_task_s_doc_names_its_job(make_app: AppFactory) -> None:
     app = make_app()
 
