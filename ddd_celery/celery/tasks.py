@@ -296,10 +296,16 @@ def register_run_tasks(app: Any, tasks: RunTasks) -> None:
                 _annotate(task, annotations)
             registered[name] = task
 
+    def registered_or_raised() -> None:
+        try:
+            register()
+        except AttributeError as error:  # Celery's promise would take it for "not a promise"
+            raise RuntimeError(f"the job tasks could not be registered: {error}") from error
+
     if app.finalized:
         register()
     else:
-        app._pending.append(PromiseProxy(register))
+        app._pending.append(PromiseProxy(registered_or_raised))
     render_fields_in_celery_logs()
 
 

@@ -255,3 +255,17 @@ def test_the_app_s_own_task_class_is_the_base_of_the_jobs_tasks() -> None:
 
     assert app.tasks[QUICK].audited is True
     assert isinstance(app.tasks[QUICK], Audited)
+
+
+def test_a_registration_that_fails_fails_the_finalize_rather_than_leaving_tasks_out() -> None:
+    class Faulty(Task):
+        @classmethod
+        def on_bound(cls, app: Any) -> None:
+            if issubclass(cls, RunTask):
+                raise AttributeError("no such setting")
+
+    app = Celery("jobtasks", broker="memory://", set_as_current=False, task_cls=Faulty)
+    install(app)
+
+    with pytest.raises(RuntimeError, match="could not be registered: no such setting"):
+        app.finalize()
