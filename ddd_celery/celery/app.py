@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,8 +46,9 @@ from ddd_celery.celery.registry import (
     Provider,
     check_providers,
 )
-from ddd_celery.celery.tasks import on_task_revoked, register_job_task
-from ddd_celery.celery.tenant_tasks import on_tenant_task_failure, register_tenant_task
+from ddd_celery.celery.spread import tenant_task_name
+from ddd_celery.celery.tasks import RunTask, on_task_revoked, register_run_tasks
+from ddd_celery.celery.tenant_tasks import TenantTask, on_tenant_task_failure
 from ddd_celery.declarations.options import TenantRuns
 from ddd_celery.declarations.schedule import ParsedJobSchedule
 from ddd_celery.declarations.scheduled import ScheduledJobDeclaration, declaration_of
@@ -214,11 +216,7 @@ def install_jobs(
         ),
         recorder,
     )
-    for job in all_jobs:
-        if job.declared:
-            register_job_task(app, job)
-            if job.schedule.options.tenant_runs is TenantRuns.SPREAD:
-                register_tenant_task(app, job)
+    register_run_tasks(app, lambda: _run_tasks(registry))
     task_revoked.connect(on_task_revoked, weak=False, dispatch_uid=on_task_revoked.__qualname__)
     task_failure.connect(
         on_tenant_task_failure, weak=False, dispatch_uid=on_tenant_task_failure.__qualname__
@@ -226,10 +224,10 @@ def install_jobs(
     beat_init.connect(warn_of_another_scheduler, weak=False, dispatch_uid=BEAT_INIT_UID)
     for starting in (worker_init, beat_init):
         starting.connect(refuse_pickle_at_start, weak=False, dispatch_uid=PICKLE_UID)
-    queues = {job.task_name: job.queue for job in all_jobs if job.declared and job.queue}
+    routes_of_jobs = _routes(all_jobs)
 
     def write_conf(conf: Any) -> None:
-        _route(conf, queues)
+        _write_routes(conf, routes_of_jobs)
         if not keep_beat_scheduler:
             choose_scheduler(conf)
 
@@ -239,6 +237,15 @@ def install_jobs(
     )
     setattr(app, ATTRIBUTE, registry)
     return registry
+
+
+def _run_tasks(registry: CeleryJobs) -> Iterator[tuple[type[RunTask], str, CeleryJob]]:
+    """The task of each declared job, and of its tenant runs when they are spread."""
+    for job in registry.jobs.values():
+        if job.declared:
+            yield RunTask, job.task_name, job
+            if job.schedule.options.tenant_runs is TenantRuns.SPREAD:
+                yield TenantTask, tenant_task_name(job), job
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -359,7 +366,7 @@ def _described(
             name=declaration.name,
             schedule=declaration.schedule,
             task_name=declaration.name,
-            queue=context_of(declaration.name),
+            queue=sys.intern(context_of(declaration.name)),  # one string per context
             job_class=declaration.job_class,
         )
         for declaration in declared
@@ -394,15 +401,39 @@ def _routed(job: CeleryJob, queue: str | None) -> CeleryJob:
     return replace(job, queue=queue, options=options)
 
 
+def _routes(jobs: Iterable[CeleryJob]) -> dict[str, Mapping[str, str]]:
+    """``{task: {"queue": queue}}`` of each declared job."""
+    return _shared_routes(
+        (job.task_name, job.queue) for job in jobs if job.declared and job.queue is not None
+    )
+
+
+def _shared_routes(queues: Iterable[tuple[str, str]]) -> dict[str, Mapping[str, str]]:
+    """``{task: {"queue": queue}}``, one route per queue shared by its tasks (one each would
+    be 10 MB at 100,000 jobs)."""
+    shared: dict[str, Mapping[str, str]] = {}
+    routes: dict[str, Mapping[str, str]] = {}
+    for task, queue in queues:
+        route = shared.get(queue)
+        if route is None:
+            route = shared[queue] = {"queue": queue}
+        routes[task] = route
+    return routes
+
+
 def _route(conf: Any, queues: Mapping[str, str]) -> None:
+    """Route each task of ``queues`` (``{task: queue}``) to its queue (``_write_routes``)."""
+    _write_routes(conf, _shared_routes(queues.items()))
+
+
+def _write_routes(conf: Any, ours: dict[str, Mapping[str, str]]) -> None:
     """Route each job's task to its queue, ahead of the app's own routes, and declare the queue.
 
     Beat sends to the job's queue by name; the route makes ``apply_async`` and ``celery call``
     agree with it. Written again after a reload of the configuration, so it adds nothing twice.
     """
-    if not queues:
+    if not ours:
         return
-    ours = {task: {"queue": queue} for task, queue in queues.items()}
     current = conf.task_routes
     if current is None:
         conf.task_routes = (ours,)
@@ -411,7 +442,7 @@ def _route(conf: Any, queues: Mapping[str, str]) -> None:
             conf.task_routes = (ours, *current)
     elif current != ours:
         conf.task_routes = (ours, current)
-    _add_queues(conf, list(queues.values()))
+    _add_queues(conf, [route["queue"] for route in ours.values()])
 
 
 def _add_queues(conf: Any, queues: list[str]) -> None:

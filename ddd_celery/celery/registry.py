@@ -11,6 +11,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from ddd_celery.declarations.errors import DeclarationError
@@ -31,6 +32,9 @@ from ddd_celery.scheduling.run_state import JobRunState
 
 ATTRIBUTE = "ddd_jobs"
 
+NOTHING: Mapping[str, Any] = MappingProxyType({})
+"""The empty ``kwargs`` and ``options`` every declared job shares (two dicts each, else)."""
+
 Provider = Callable[[], object]
 """Builds one dependency of a job's constructor, asked each time a job is built."""
 
@@ -46,8 +50,8 @@ class CeleryJob:
     job_class: type | None = None
     """None for a ``beat_schedule`` entry: its task is the app's own, run as written."""
     args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
+    kwargs: Mapping[str, Any] = field(default_factory=lambda: NOTHING)
+    options: Mapping[str, Any] = field(default_factory=lambda: NOTHING)
     """``apply_async`` options of a ``beat_schedule`` entry."""
     inline: Callable[[datetime], object] | None = None
     """A system job beat runs in its own process at the instant, instead of sending a task
@@ -174,8 +178,15 @@ def dependencies(job: BuiltJob) -> dict[str, type]:
 
 
 def check_providers(jobs: Sequence[BuiltJob], providers: Mapping[type, Provider]) -> None:
-    """Refuse at wiring time a job whose constructor needs a port nobody provides."""
+    """Refuse at wiring time a job whose constructor needs a port nobody provides.
+
+    A class is read once, however many jobs it runs.
+    """
+    checked: set[type | None] = set()
     for job in jobs:
+        if job.job_class in checked:
+            continue
+        checked.add(job.job_class)
         for name, port in dependencies(job).items():
             if port not in providers:
                 raise DeclarationError(

@@ -33,10 +33,7 @@ from ddd_celery.celery.spread import (
     strike_off,
     tenant_task_name,
 )
-from ddd_celery.celery.tasks import (
-    OccurrenceRun,
-    register_run_task,
-)
+from ddd_celery.celery.tasks import OccurrenceRun, RunTask
 from ddd_celery.kernel.errors import error_code_of
 from ddd_celery.scheduling.execution import ran
 from ddd_celery.scheduling.observability import DEFAULT_LOGGER, log_fields
@@ -46,16 +43,16 @@ from ddd_celery.scheduling.tenant_runs import JobTenantRuns
 _logger = logging.getLogger(DEFAULT_LOGGER)
 
 
-def register_tenant_task(app: Any, job: CeleryJob) -> None:
-    """Register the task of ``job``'s tenant runs: as its own task, never redelivered."""
+class TenantTask(RunTask):
+    """The task of a job's tenant runs (``<job>.tenant``): as its own task, never redelivered."""
 
-    register_run_task(
-        app,
-        job,
-        name=tenant_task_name(job),
-        run=run_tenant_message,
-        doc=f"Run one tenant of an occurrence of the scheduled job {job.name}.",
-    )
+    sentence = "Run one tenant of an occurrence of the scheduled job {}."
+
+    @staticmethod
+    def run_message(
+        app: Any, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], *, carrier: Any
+    ) -> tuple[JobRun, BaseException | None] | None:
+        return run_tenant_message(app, name, args, kwargs, carrier=carrier)
 
 
 def run_tenant_message(
@@ -190,10 +187,9 @@ def on_tenant_task_failure(
     ):
         return
     registry = jobs_of(app)  # settled: the main process may not have used its stores yet
-    job = next(
-        (job for job in registry.jobs.values() if job.declared and tenant_task_name(job) == name),
-        None,
-    )
+    job = registry.jobs.get(getattr(sender, "job_name", ""))
+    if job is not None and not (job.declared and tenant_task_name(job) == name):
+        job = None
     tenant_runs = registry.run_state.tenant_runs()
     if job is None or tenant_runs is None:
         return

@@ -132,6 +132,19 @@ def test_options_given_as_enums_and_a_null_timeout_are_accepted() -> None:
     assert parsed.options == JobOptions(overlap=OverlapPolicy.QUEUE, tenancy=Tenancy.PER_TENANT)
 
 
+def test_equal_schedules_parsed_apart_share_one_value_and_their_rule() -> None:
+    paris = {"cron": "0 7 * * 1-5", "time_zone": "Europe/Paris"}
+
+    first = parse_job_schedule({**paris, "timeout_ms": 5_000}, job="a.first")
+    second = parse_job_schedule({**paris, "timeout_ms": 5_000}, job="a.second")
+    longer = parse_job_schedule({**paris, "timeout_ms": 9_000}, job="a.longer")
+
+    assert first is second
+    assert longer is not first
+    assert longer.rule is first.rule
+    assert longer.options.timeout_ms == 9_000
+
+
 def test_a_parsed_schedule_is_returned_as_it_is() -> None:
     parsed = parse_job_schedule({"every": "15m"})
 
