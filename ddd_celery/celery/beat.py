@@ -117,9 +117,17 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
     max_interval = MAX_SLEEP_MS / 1000
 
     def __init__(
-        self, app: Any, *args: Any, random: Callable[[], float] | None = None, **kwargs: Any
+        self,
+        app: Any,
+        *args: Any,
+        random: Callable[[], float] | None = None,
+        spread: Callable[[int], int] | None = None,
+        **kwargs: Any,
     ) -> None:
         self._random = random or _random.random
+        self._spread = spread or _random.Random().randrange
+        """Where a burst's walk starts, an index in ``range(n)`` batches: a generator of this
+        instance's own, so beats started together still start apart (``_dispatch_ready``)."""
         self._jobs: CeleryJobs | None = None
         self._due: list[_Entry] = []
         self._seq = itertools.count()
@@ -289,8 +297,9 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         jobs, due = self._registry(), self._due
         now = jobs.clock.now()
         if due and due[0].at <= now:
-            while due and due[0].at <= now:
-                self._handle(heapq.heappop(due), now)
+            with jobs.recorder.batch():  # a burst of misses is kept a batch at a time
+                while due and due[0].at <= now:
+                    self._handle(heapq.heappop(due), now)
             self._dispatch_ready(now)
             self._follow_up(jobs)
             now = jobs.clock.now()
@@ -397,23 +406,40 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
 
         ``DISPATCH_BATCH`` at a time: one call to the stores begins them all (``begin``: each
         its own lock, checkpoint and claim, and the leases no beat can still want released),
-        then one held producer publishes them, a kombu publish batch where the broker has one.
-        The pauses are read first, once for them all (``BeatPauses``).
+        then one held producer publishes them, a kombu publish batch where the broker has one;
+        the records of what is not sent are kept together (``RunRecorder.batch``). The pauses
+        are read first, once for them all (``BeatPauses``).
+
+        Every beat reaches the same occurrences in the same order: walked from the first, each
+        batch would be raced for by every beat, and each would pay for a whole burst. So each
+        walks the batches from a place of its own (``spread``), and past a batch mostly held by
+        another beat, from another place among those it has left: the beats share the burst
+        out. Every beat still begins every batch, so the locks alone decide who sends what.
         """
         ready, self._ready = self._ready, []
         if not ready:
             return
         paused = self._pauses.read(self._registry(), self._outages)
-        for start in range(0, len(ready), DISPATCH_BATCH):
-            self._dispatch(ready[start : start + DISPATCH_BATCH], now, paused)
+        recorder = self._registry().recorder
+        batches = deque(range(0, len(ready), DISPATCH_BATCH))
+        if len(batches) > 1:
+            batches.rotate(-self._spread(len(batches)))
+        while batches:
+            start = batches.popleft()
+            batch = ready[start : start + DISPATCH_BATCH]
+            with recorder.batch():
+                held = self._dispatch(batch, now, paused)
+            if held * 2 > len(batch) and len(batches) > 1:
+                batches.rotate(-self._spread(len(batches)))
 
     def _dispatch(
         self,
         batch: list[tuple[CeleryJob, Occurrence]],
         now: datetime,
         paused: Mapping[str, Pause],
-    ) -> None:
+    ) -> int:
         """Lock, claim and send occurrences whose jitter has elapsed; each has its own outcome.
+        Returns how many another beat held.
 
         Beat stopped on the way (SIGTERM and Ctrl-C raise ``SystemExit`` or
         ``KeyboardInterrupt`` wherever beat is, a send to a broker that does not answer
@@ -435,7 +461,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 )
             except Exception:
                 logger.exception("beat: could not begin %d occurrences", len(batch))
-                return
+                return 0
             self._outages.note(jobs, beginnings)
             for (name, _), error in zip(releasing, released, strict=True):
                 if error is not None:
@@ -457,6 +483,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 if id(occurrence) not in sent:
                     self._record_interrupted(job, occurrence, beginning, stopping)
             raise
+        return sum(1 for beginning in beginnings if beginning.lock_held)
 
     def _beginning(self, job: CeleryJob, occurrence: Occurrence, paused: bool) -> Beginning:
         """What the core decided for an occurrence, for the stores to carry out.
