@@ -27,6 +27,7 @@ from celery.beat import BeatLazyFunc, Service
 from celery.schedules import crontab
 from redis import Redis
 
+import ddd_celery.celery.beat as beat_module
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.beat_entries import translate_beat_schedule
@@ -434,6 +435,59 @@ def test_two_beats_sharing_a_lock_send_each_occurrence_once_and_the_other_skips(
         ("skipped-locked", "2026-03-03T06:00:00Z"),
         ("skipped-locked", "2026-03-04T06:00:00Z"),
     ]
+
+
+def _burst(count: int) -> list[CeleryJob]:
+    return [declared(f"billing.remind-{index}", every="15m") for index in range(count)]
+
+
+def _names(sent: list[Sent]) -> list[int]:
+    return [int(item.task.rsplit("-", 1)[1]) for item in sent]
+
+
+def test_a_beat_walks_a_burst_from_the_batch_its_spread_picks(
+    clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(beat_module, "DISPATCH_BATCH", 2)
+    instance = Instance(clock, _burst(8), InMemoryLock(clock))
+    picked: list[int] = []
+
+    def spread(batches: int) -> int:
+        picked.append(batches)
+        return 2
+
+    run_until(clock, START + timedelta(minutes=2), instance.beat(spread=spread))
+
+    assert _names(instance.sent) == [4, 5, 6, 7, 0, 1, 2, 3]
+    assert picked == [4]  # no batch held by another beat: no jump
+
+
+def test_two_beats_on_one_burst_each_take_their_share_first_then_find_the_rest_taken(
+    clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second beat ticks while the first sends its first message, as two processes do."""
+    monkeypatch.setattr(beat_module, "DISPATCH_BATCH", 2)
+    lock, run_state = InMemoryLock(clock), InMemoryJobRunState(clock)
+    jobs = _burst(8)
+    first, second = (Instance(clock, jobs, lock, run_state=run_state) for _ in range(2))
+    second_beat = second.beat(spread=lambda batches: 2 if batches == 4 else 0)
+    send = first._send_task
+
+    def send_then_let_the_other_tick(name: str, *args: Any, **kwargs: Any) -> None:
+        send(name, *args, **kwargs)
+        if len(first.sent) == 1:
+            second_beat.tick()
+
+    first.app.send_task = send_then_let_the_other_tick
+    first_beat = first.beat(spread=lambda batches: 0)
+
+    run_until(clock, START + timedelta(minutes=2), first_beat, second_beat)
+
+    assert _names(first.sent) == [0, 1]
+    assert _names(second.sent) == [4, 5, 6, 7, 2, 3]  # batch 0 held by the first: on to 2-3
+    assert Counter(_names(first.sent + second.sent)) == Counter(range(8))
+    assert sorted(second.outcomes()) == [("skipped-locked", "2026-03-02T10:00:00Z")] * 2
+    assert sorted(first.outcomes()) == [("skipped-locked", "2026-03-02T10:00:00Z")] * 6
 
 
 def test_a_job_that_needs_no_single_instance_is_sent_by_every_beat(clock: FixedClock) -> None:
