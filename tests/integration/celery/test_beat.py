@@ -681,6 +681,31 @@ def test_after_a_restart_a_gap_is_recorded_missed_once_with_its_first_instant(
     assert scheduled(after.sent) == ["2026-03-02T11:15:00.000Z"]
 
 
+def test_jobs_of_one_schedule_each_start_from_their_own_checkpoint(clock: FixedClock) -> None:
+    """The set-up makes one plan per schedule and checkpoint, and gives each job its own."""
+    schedule = parse_job_schedule({"every": "15m"})
+    jobs = [
+        replace(declared(f"billing.remind-{index}", every="15m"), schedule=schedule)
+        for index in range(3)
+    ]
+    jobs.append(declared("billing.other", every="15m"))  # an equal schedule, not the same
+    checkpoints = InMemoryJobCheckpoints()
+    for name in ("billing.remind-0", "billing.remind-1", "billing.other"):
+        checkpoints.write(name, datetime(2026, 3, 2, 9, 30, tzinfo=UTC))
+    instance = Instance(clock, jobs, InMemoryLock(clock), checkpoints)
+
+    run_until(clock, START + timedelta(minutes=2), instance.beat())
+
+    assert sorted((run.job, run.outcome.value) for run in instance.runs) == [
+        ("billing.other", "missed"),
+        ("billing.remind-0", "missed"),
+        ("billing.remind-1", "missed"),
+    ]
+    assert sorted((item.task, item.scheduled_at) for item in instance.sent) == [
+        (job.name, "2026-03-02T10:00:00.000Z") for job in sorted(jobs, key=lambda j: j.name)
+    ]
+
+
 def test_after_a_restart_run_once_sends_the_latest_missed_occurrence_once(
     clock: FixedClock,
 ) -> None:
