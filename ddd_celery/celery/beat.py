@@ -166,9 +166,9 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self._checkpoints_kept: dict[str, datetime] = {}
         """The checkpoint the stores wrote with each job's lock this tick (``begin``)."""
         self._ready: list[tuple[CeleryJob, Occurrence]] = []
+        """Occurrences reached this tick and due now, begun and published together."""
         self._nexts = _BySchedule[datetime]()
         """The next instants computed this tick, shared by the jobs of one schedule."""
-        """Occurrences reached this tick and due now, begun and published together."""
         self._releasing: list[tuple[str, Lease]] = []
         self._beginnings: dict[str, tuple[bool, int, bool, int]] = {}
         """Each job's part of its ``Beginning`` that never changes: computed at its first."""
