@@ -40,6 +40,9 @@ LOG_LINES: dict[Outcome, tuple[str, int]] = {
 }
 """The message and level of each outcome, as the seeds write them."""
 
+_STATUS = {outcome: outcome.value for outcome in Outcome}
+"""Each outcome's string: an enum's ``.value`` is a property, paid per record of a burst."""
+
 COULD_NOT_FOLLOW = "Scheduled job could not be followed"
 
 DEFAULT_LOGGER = "ddd_celery.scheduling"
@@ -197,7 +200,7 @@ class RunRecorder:
         labels = {
             "job": run.job,
             "context": run.context,
-            "status": run.outcome.value,
+            "status": _STATUS[run.outcome],
             "error_code": run.error_code or "",
         }
         self._metrics.increment(RUNS_COUNTER, labels)
