@@ -507,7 +507,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
             start = batches.popleft()
             batch = ready[start : start + DISPATCH_BATCH]
             with recorder.batch():
-                held = self._dispatch(batch, now, paused)
+                held = self._dispatch(batch, now, paused, batches_left=len(batches) + 1)
             if held * 2 > len(batch) and len(batches) > 1:
                 batches.rotate(-self._spread(len(batches)))
 
@@ -516,9 +516,11 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         batch: list[tuple[CeleryJob, Occurrence]],
         now: datetime,
         paused: Mapping[str, Pause],
+        batches_left: int = 1,
     ) -> int:
         """Lock, claim and send occurrences whose jitter has elapsed; each has its own outcome.
-        Returns how many another beat held.
+        Returns how many another beat held. ``batches_left``: this batch and those after it
+        this tick, which share the leases to release.
 
         Beat stopped on the way (SIGTERM and Ctrl-C raise ``SystemExit`` or
         ``KeyboardInterrupt`` wherever beat is, a send to a broker that does not answer
@@ -531,7 +533,10 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         beginnings = [
             self._beginning(job, occurrence, job.name in paused) for job, occurrence in batch
         ]
-        releasing, self._releasing = self._releasing, []
+        # The leases to release ride on the batches, a share each: the minute after a burst,
+        # its 100,000 leases in the first begin would make one script that holds Redis.
+        share = -(-len(self._releasing) // batches_left)
+        releasing, self._releasing = self._releasing[:share], self._releasing[share:]
         sent: set[int] = set()
         try:
             try:

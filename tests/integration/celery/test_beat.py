@@ -490,6 +490,30 @@ def test_two_beats_on_one_burst_each_take_their_share_first_then_find_the_rest_t
     assert sorted(first.outcomes()) == [("skipped-locked", "2026-03-02T10:00:00Z")] * 6
 
 
+def test_the_leases_a_burst_leaves_are_released_a_share_with_each_batch_of_the_next(
+    clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not all in the first begin: 100,000 leases in one script would hold the store."""
+    monkeypatch.setattr(beat_module, "DISPATCH_BATCH", 2)
+    jobs = [declared(f"billing.remind-{index}", every="1m") for index in range(6)]
+    rules = SchedulerRules(late_after_ms=5_000)  # a lease of 09:59 is free by 10:00
+    instance = Instance(clock, jobs, InMemoryLock(clock), rules=rules)
+    store = instance.registry.occurrences()
+    begin = store.begin
+    released: list[int] = []
+
+    def counted(beginnings: Any, *, releasing: Any = ()) -> Any:
+        released.append(len(releasing))
+        return begin(beginnings, releasing=releasing)
+
+    monkeypatch.setattr(store, "begin", counted)
+
+    run_until(clock, START + timedelta(minutes=2, seconds=1), instance.beat())
+
+    assert released == [0, 0, 0, 2, 2, 2]  # 09:59 took six leases; 10:00 frees them, 2 a batch
+    assert len(instance.sent) == 12
+
+
 def test_a_job_that_needs_no_single_instance_is_sent_by_every_beat(clock: FixedClock) -> None:
     lock = SwitchableLock(clock)
     job = declared("billing.warm-cache", every="15m", single_instance=False)
