@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ddd_celery.kernel.instants import epoch_ms
-from ddd_celery.redis.batches import read_many
+from ddd_celery.redis.batches import BATCH, read_many
 from ddd_celery.redis.connection import RedisClient
 from ddd_celery.redis.errors import StoreUnavailableError, unavailable_as
 from ddd_celery.redis.scripts import register
@@ -21,6 +21,12 @@ from ddd_celery.scheduling.last_runs import (
 from ddd_celery.scheduling.outcomes import JobRun
 
 
+def _record(run: JobRun) -> str:
+    """The text of ``run``'s record, the same whether ``write`` or ``write_many`` sends it, so
+    a record sent twice is known as the newest of its history."""
+    return json.dumps(run_as_dict(run), separators=(",", ":"))
+
+
 class RedisJobLastRuns(JobLastRuns):
     """One hash per job, ``<prefix><job>``: ``at``, the occurrence in epoch ms, and ``run``, JSON;
     and one list per job, ``<history_prefix><job>`` (by default ``<prefix>history:<job>``), its
@@ -28,7 +34,9 @@ class RedisJobLastRuns(JobLastRuns):
 
     A write is one EVALSHA of ``lua/last_run_write.lua``, which compares and sets the hash and
     pushes and trims the list atomically, so writers racing keep the latest occurrence and every
-    record; occurrences are compared to the millisecond. A read is one HGET, ``read_many`` one
+    record; occurrences are compared to the millisecond. ``write_many`` is one script per
+    thousand records (``lua/last_run_write_many.lua``), the same rule applied in their order.
+    A read is one HGET, ``read_many`` one
     script per thousand jobs (``lua/json_many.lua``), ``history`` one LRANGE. No key expires.
     Raises ``StoreUnavailableError`` when Redis cannot be asked.
     """
@@ -50,6 +58,7 @@ class RedisJobLastRuns(JobLastRuns):
         )
         self._history_limit = history_limit
         self._write = register(client, "last_run_write.lua", after="occurrence_lib.lua")
+        self._write_many = register(client, "last_run_write_many.lua", after="occurrence_lib.lua")
         self._read_many = register(client, "json_many.lua")
 
     @property
@@ -73,11 +82,19 @@ class RedisJobLastRuns(JobLastRuns):
         return self._history_limit
 
     def write(self, run: JobRun) -> None:
-        record = json.dumps(run_as_dict(run), separators=(",", ":"))
+        record = _record(run)
         at = epoch_ms(run.scheduled_at)
         keys = [self._prefix + run.job, self._history_prefix + run.job]
         with unavailable_as(StoreUnavailableError, f"write the last run of {run.job!r}"):
             self._write(keys=keys, args=[at, record, self._history_limit])
+
+    def write_many(self, runs: Sequence[JobRun]) -> None:
+        records = [[run.job, str(epoch_ms(run.scheduled_at)), _record(run)] for run in runs]
+        prefixes = [self._prefix, self._history_prefix, str(self._history_limit)]
+        with unavailable_as(StoreUnavailableError, "write the last runs"):
+            for start in range(0, len(records), BATCH):
+                batch = json.dumps(records[start : start + BATCH], ensure_ascii=False)
+                self._write_many(keys=[self._prefix], args=[*prefixes, batch])
 
     def read(self, job: str) -> JobRun | None:
         with unavailable_as(StoreUnavailableError, f"read the last run of {job!r}"):

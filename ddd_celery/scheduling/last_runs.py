@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +43,23 @@ class JobLastRuns(ABC):
             ValueError: an instant of ``run`` is naive; nothing is written.
             ConnectionError: the store cannot be asked (``StoreUnavailableError``).
         """
+
+    def write_many(self, runs: Sequence[JobRun]) -> None:
+        """``write`` of each of ``runs``, in their order, as if one after the other: what beat
+        records of a batch of occurrences it did not send (``skipped-overlap``, ``missed``).
+
+        A store that can writes a batch in one round trip rather than one per record; this
+        default checks every record, then asks ``write`` record by record.
+
+        Raises:
+            ValueError: an instant of a record is naive; nothing is written.
+            ConnectionError: the store cannot be asked (``StoreUnavailableError``); some records
+                may be kept, as each is a ``write`` of its own.
+        """
+        for run in runs:
+            run_as_dict(run)
+        for run in runs:
+            self.write(run)
 
     @abstractmethod
     def read(self, job: str) -> JobRun | None:
@@ -97,15 +114,18 @@ class InMemoryJobLastRuns(JobLastRuns):
         self._mutex = threading.Lock()
 
     def write(self, run: JobRun) -> None:
-        record = run_as_dict(run)
-        scheduled_at = to_utc(run.scheduled_at)
+        self.write_many([run])
+
+    def write_many(self, runs: Sequence[JobRun]) -> None:
+        records = [(run.job, to_utc(run.scheduled_at), run_as_dict(run)) for run in runs]
         with self._mutex:
-            kept = self._records.get(run.job)
-            if kept is None or scheduled_at >= kept[0]:
-                self._records[run.job] = (scheduled_at, record)
-            history = self._histories.setdefault(run.job, deque(maxlen=self._history_limit))
-            if not history or history[0] != record:
-                history.appendleft(record)
+            for job, scheduled_at, record in records:
+                kept = self._records.get(job)
+                if kept is None or scheduled_at >= kept[0]:
+                    self._records[job] = (scheduled_at, record)
+                history = self._histories.setdefault(job, deque(maxlen=self._history_limit))
+                if not history or history[0] != record:
+                    history.appendleft(record)
 
     def read(self, job: str) -> JobRun | None:
         with self._mutex:

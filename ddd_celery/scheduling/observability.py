@@ -8,8 +8,10 @@ occurrence.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from ddd_celery.kernel.errors import DomainError
@@ -38,6 +40,9 @@ LOG_LINES: dict[Outcome, tuple[str, int]] = {
 }
 """The message and level of each outcome, as the seeds write them."""
 
+_STATUS = {outcome: outcome.value for outcome in Outcome}
+"""Each outcome's string: an enum's ``.value`` is a property, paid per record of a burst."""
+
 COULD_NOT_FOLLOW = "Scheduled job could not be followed"
 
 DEFAULT_LOGGER = "ddd_celery.scheduling"
@@ -52,6 +57,17 @@ class RunDetail:
 
 OnRun = Callable[[JobRun, BaseException | None, RunDetail], None]
 """An observer of every occurrence handled, with what the job raised."""
+
+FLUSH_AT = 1_000
+"""Records a batch (``RunRecorder.batch``) holds before it writes them: one round trip each."""
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What a batch of this thread holds back: the records to keep, then the observers' calls."""
+
+    keep: list[JobRun] = field(default_factory=list)
+    observe: list[tuple[JobRun, BaseException | None]] = field(default_factory=list)
 
 
 class RunRecorder:
@@ -74,6 +90,28 @@ class RunRecorder:
         self._metrics = metrics or NoMetrics()
         self._on_run = on_run
         self._last_runs = last_runs
+        self._batches = threading.local()
+        """This thread's ``_Batch`` while it is in ``batch``: beat's system jobs record on
+        threads of their own, each record kept at once."""
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Keep the records of this thread together until the block ends (a ``FLUSH_AT`` at a
+        time), then call ``on_run`` for each, in order, the store written first as ever.
+
+        Inside, ``record`` returns None: what could not be kept is logged when written. A batch
+        inside a batch joins it. The records are written however the block ends, a stop
+        (``SystemExit``) included.
+        """
+        if getattr(self._batches, "current", None) is not None:
+            yield
+            return
+        self._batches.current = _Batch()
+        try:
+            yield
+        finally:
+            batch, self._batches.current = self._batches.current, None
+            self._flush(batch)
 
     def record(
         self,
@@ -100,12 +138,18 @@ class RunRecorder:
             self._guarded(run.job, lambda: self._logger.log(level, message, extra=log_fields(run)))
         self._guarded(run.job, lambda: self._count(run))
         keep = not kept and run.outcome is not Outcome.SKIPPED_LOCKED
+        batch: _Batch | None = getattr(self._batches, "current", None)
+        if batch is not None:
+            if keep and self._last_runs is not None:
+                batch.keep.append(run)
+            batch.observe.append((run, error))
+            if len(batch.observe) >= FLUSH_AT:
+                self._flush(batch)
+            return None
         unkept = None
         if keep and self._last_runs is not None:
             unkept = self._keep(self._last_runs, run)
-        if self._on_run is not None:
-            on_run = self._on_run
-            self._guarded(run.job, lambda: on_run(run, error, RunDetail(run.correlation_id)))
+        self._observe(run, error)
         return unkept
 
     def could_not_follow(self, job: str, error: BaseException, *, what: str) -> None:
@@ -120,6 +164,29 @@ class RunRecorder:
             },
         )
 
+    def _flush(self, batch: _Batch) -> None:
+        """Keep the batch's records in one call, then observe each; a store that cannot be
+        asked is logged for each record, as one by one. A record refused (``ValueError``: a
+        naive instant) costs only itself: the batch is then written record by record."""
+        keep, batch.keep = batch.keep, []
+        observe, batch.observe = batch.observe, []
+        if keep and self._last_runs is not None:
+            try:
+                self._last_runs.write_many(keep)
+            except ValueError:
+                for run in keep:
+                    self._keep(self._last_runs, run)
+            except Exception as error:
+                for run in keep:
+                    self.could_not_follow(run.job, error, what="write the last run")
+        for run, raised in observe:
+            self._observe(run, raised)
+
+    def _observe(self, run: JobRun, error: BaseException | None) -> None:
+        if self._on_run is not None:
+            on_run = self._on_run
+            self._guarded(run.job, lambda: on_run(run, error, RunDetail(run.correlation_id)))
+
     def _keep(self, last_runs: JobLastRuns, run: JobRun) -> Exception | None:
         """Write the last run; a store that cannot be asked is logged like a checkpoint's."""
         try:
@@ -133,7 +200,7 @@ class RunRecorder:
         labels = {
             "job": run.job,
             "context": run.context,
-            "status": run.outcome.value,
+            "status": _STATUS[run.outcome],
             "error_code": run.error_code or "",
         }
         self._metrics.increment(RUNS_COUNTER, labels)

@@ -4,7 +4,7 @@ its recent records, in ``<prefix>job_run_history``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import (
     BigInteger,
@@ -15,6 +15,7 @@ from sqlalchemy import (
     Text,
     bindparam,
     delete,
+    func,
     insert,
     select,
 )
@@ -27,7 +28,7 @@ from ddd_celery.scheduling.last_runs import (
     run_from_dict,
 )
 from ddd_celery.scheduling.outcomes import JobRun
-from ddd_celery.sql.batches import BatchRead
+from ddd_celery.sql.batches import BATCH, BatchRead
 from ddd_celery.sql.connection import Connector
 from ddd_celery.sql.errors import StoreUnavailableError
 from ddd_celery.sql.rows import LastRunRows
@@ -39,8 +40,10 @@ class SqlJobLastRuns(JobLastRuns):
 
     A write is one upsert that keeps the row unless the new record's occurrence is the same or
     later, so writers racing keep the latest occurrence, and a row of the history, the job's
-    rows past ``history_limit`` deleted, in one transaction. ``read_many`` is one ``SELECT`` per
-    ``BATCH`` jobs on the primary key, not one per job (``jobs list``). Raises
+    rows past ``history_limit`` deleted, in one transaction. ``write_many`` is one transaction
+    for the batch, each statement sent once for all its records (``HistoryRows.write_many``).
+    ``read_many`` is one ``SELECT`` per ``BATCH`` jobs on the primary key, not one per job
+    (``jobs list``). Raises
     ``StoreUnavailableError`` when the database cannot be asked.
     """
 
@@ -60,6 +63,14 @@ class SqlJobLastRuns(JobLastRuns):
     def write(self, run: JobRun) -> None:
         with self._connector.transaction(f"write the last run of {run.job!r}") as connection:
             self.rows.write(connection, run)
+
+    def write_many(self, runs: Sequence[JobRun]) -> None:
+        for run in runs:  # refused before anything is written
+            run_as_dict(run)
+        if not runs:
+            return
+        with self._connector.transaction("write the last runs") as connection:
+            self.rows.write_many(connection, runs)
 
     def read(self, job: str) -> JobRun | None:
         table = self._table
@@ -112,6 +123,12 @@ class HistoryRows(LastRunRows):
             .scalar_subquery()
         )
         self._prune = delete(history).where(history.c.job == job, history.c.id <= kept_from)
+        newest_ids = (
+            select(func.max(history.c.id))
+            .where(history.c.job.in_(bindparam("jobs", expanding=True)))
+            .group_by(history.c.job)
+        )
+        self._newest_many = select(history.c.job, history.c.run).where(history.c.id.in_(newest_ids))
         self._limit = limit
 
     def write(self, connection: Connection, run: JobRun) -> None:
@@ -122,3 +139,28 @@ class HistoryRows(LastRunRows):
             return
         connection.execute(self._add, {"history_job": run.job, "record": record})
         connection.execute(self._prune, {"history_job": run.job, "limit": self._limit})
+
+    def write_many(self, connection: Connection, runs: Sequence[JobRun]) -> None:
+        """``write`` of each of ``runs`` in their order, each statement sent once for the batch:
+        the newest row of each job's history read in one ``SELECT`` per ``BATCH`` jobs, the
+        rows added in one ``executemany`` (their ids in the batch's order), the jobs pruned in
+        another."""
+        super().write_many(connection, runs)
+        records = [(run.job, json.dumps(run_as_dict(run), separators=(",", ":"))) for run in runs]
+        jobs = list(dict.fromkeys(job for job, _ in records))
+        newest: dict[str, str] = {}
+        for start in range(0, len(jobs), BATCH):
+            found = connection.execute(self._newest_many, {"jobs": jobs[start : start + BATCH]})
+            newest.update((row.job, row.run) for row in found)
+        added: list[dict[str, str]] = []
+        for job, record in records:
+            if newest.get(job) != record:
+                added.append({"history_job": job, "record": record})
+                newest[job] = record
+        if not added:
+            return
+        connection.execute(self._add, added)
+        pruned = dict.fromkeys(row["history_job"] for row in added)
+        connection.execute(
+            self._prune, [{"history_job": job, "limit": self._limit} for job in pruned]
+        )

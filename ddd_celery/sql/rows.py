@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -156,6 +157,22 @@ class LastRunRows:
         record = json.dumps(run_as_dict(run), separators=(",", ":"))
         at = to_micros(run.scheduled_at, "scheduled_at")
         connection.execute(self._write, {"run_job": run.job, "at": at, "record": record})
+
+    def write_many(self, connection: Connection, runs: Sequence[JobRun]) -> None:
+        """Keep each of ``runs`` as ``write`` would one after the other, in one ``executemany``.
+
+        Only the record each job would end with is sent: of the batch's latest occurrence of
+        the job, the last written (an upsert cannot touch one row twice in one statement).
+        """
+        latest: dict[str, dict[str, Any]] = {}
+        for run in runs:
+            at = to_micros(run.scheduled_at, "scheduled_at")
+            kept = latest.get(run.job)
+            if kept is None or at >= kept["at"]:
+                record = json.dumps(run_as_dict(run), separators=(",", ":"))
+                latest[run.job] = {"run_job": run.job, "at": at, "record": record}
+        if latest:
+            connection.execute(self._write, list(latest.values()))
 
 
 class RunRows:

@@ -342,3 +342,85 @@ class JobLastRunsContract:
 
         history = last_runs_subject.last_runs.history(JOB)
         assert sorted(history, key=lambda run: run.scheduled_at) == runs
+
+    @settings(
+        max_examples=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(
+        writes=st.lists(
+            st.tuples(st.sampled_from(["a", "b"]), _instants, _outcomes), min_size=1, max_size=10
+        )
+    )
+    def test_write_many_keeps_what_writing_each_in_turn_keeps(
+        self,
+        last_runs_subject: JobLastRunsSubject,
+        writes: list[tuple[str, datetime, Outcome]],
+    ) -> None:
+        """A batch of beat's records: the latest occurrence kept, every record in the history."""
+        stem = f"{JOB}:{uuid.uuid4().hex}"
+        runs = [not_run(at, outcome, f"{stem}.{job}") for job, at, outcome in writes]
+
+        last_runs_subject.last_runs.write_many(runs)
+
+        for job in {run.job for run in runs}:
+            written = [run for run in runs if run.job == job]
+            latest = max(run.scheduled_at for run in written)
+            assert (
+                last_runs_subject.peer.read(job)
+                == [run for run in written if run.scheduled_at == latest][-1]
+            )
+            history: list[JobRun] = []
+            for run in written:
+                if not history or history[0] != run:
+                    history.insert(0, run)
+            assert last_runs_subject.peer.history(job) == history[:HISTORY_LIMIT]
+
+    def test_write_many_keeps_every_job_of_a_batch_past_a_store_batch(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        jobs = [f"{JOB}:{index}" for index in range(2_100)]
+        runs = [not_run(T1, Outcome.SKIPPED_OVERLAP, job) for job in jobs]
+
+        last_runs_subject.last_runs.write_many(runs)
+
+        assert last_runs_subject.peer.read_many(jobs) == {run.job: run for run in runs}
+        assert last_runs_subject.peer.history(jobs[-1]) == [runs[-1]]
+
+    def test_write_many_never_replaces_a_later_occurrence_already_kept(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        last_runs_subject.peer.write(failed(T1))
+
+        last_runs_subject.last_runs.write_many([not_run(T0, Outcome.MISSED)])
+
+        assert last_runs_subject.last_runs.read(JOB) == failed(T1)
+        assert last_runs_subject.last_runs.history(JOB) == [not_run(T0, Outcome.MISSED), failed(T1)]
+
+    def test_a_record_written_again_by_write_many_is_one_entry_of_the_history(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        """Beat's batch and a write of the same record are the same text in every store."""
+        last_runs_subject.peer.write(not_run(T1, Outcome.SKIPPED_OVERLAP))
+
+        last_runs_subject.last_runs.write_many([not_run(T1, Outcome.SKIPPED_OVERLAP)])
+
+        assert last_runs_subject.last_runs.history(JOB) == [not_run(T1, Outcome.SKIPPED_OVERLAP)]
+
+    def test_a_batch_with_a_naive_instant_is_refused_and_nothing_is_written(
+        self, last_runs_subject: JobLastRunsSubject
+    ) -> None:
+        other = f"{JOB}:eu"
+        runs = [succeeded(T0, job=other), succeeded(T0.replace(tzinfo=None))]
+
+        with pytest.raises(ValueError, match="naive"):
+            last_runs_subject.last_runs.write_many(runs)
+
+        assert last_runs_subject.last_runs.read(other) is None
+        assert last_runs_subject.last_runs.history(other) == []
+
+    def test_an_empty_batch_writes_nothing(self, last_runs_subject: JobLastRunsSubject) -> None:
+        last_runs_subject.last_runs.write_many([])
+
+        assert last_runs_subject.last_runs.read(JOB) is None

@@ -27,6 +27,7 @@ from celery.beat import BeatLazyFunc, Service
 from celery.schedules import crontab
 from redis import Redis
 
+import ddd_celery.celery.beat as beat_module
 from ddd_celery.celery import install_jobs
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.beat_entries import translate_beat_schedule
@@ -436,6 +437,83 @@ def test_two_beats_sharing_a_lock_send_each_occurrence_once_and_the_other_skips(
     ]
 
 
+def _burst(count: int) -> list[CeleryJob]:
+    return [declared(f"billing.remind-{index}", every="15m") for index in range(count)]
+
+
+def _names(sent: list[Sent]) -> list[int]:
+    return [int(item.task.rsplit("-", 1)[1]) for item in sent]
+
+
+def test_a_beat_walks_a_burst_from_the_batch_its_spread_picks(
+    clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(beat_module, "DISPATCH_BATCH", 2)
+    instance = Instance(clock, _burst(8), InMemoryLock(clock))
+    picked: list[int] = []
+
+    def spread(batches: int) -> int:
+        picked.append(batches)
+        return 2
+
+    run_until(clock, START + timedelta(minutes=2), instance.beat(spread=spread))
+
+    assert _names(instance.sent) == [4, 5, 6, 7, 0, 1, 2, 3]
+    assert picked == [4]  # no batch held by another beat: no jump
+
+
+def test_two_beats_on_one_burst_each_take_their_share_first_then_find_the_rest_taken(
+    clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second beat ticks while the first sends its first message, as two processes do."""
+    monkeypatch.setattr(beat_module, "DISPATCH_BATCH", 2)
+    lock, run_state = InMemoryLock(clock), InMemoryJobRunState(clock)
+    jobs = _burst(8)
+    first, second = (Instance(clock, jobs, lock, run_state=run_state) for _ in range(2))
+    second_beat = second.beat(spread=lambda batches: 2 if batches == 4 else 0)
+    send = first._send_task
+
+    def send_then_let_the_other_tick(name: str, *args: Any, **kwargs: Any) -> None:
+        send(name, *args, **kwargs)
+        if len(first.sent) == 1:
+            second_beat.tick()
+
+    first.app.send_task = send_then_let_the_other_tick
+    first_beat = first.beat(spread=lambda batches: 0)
+
+    run_until(clock, START + timedelta(minutes=2), first_beat, second_beat)
+
+    assert _names(first.sent) == [0, 1]
+    assert _names(second.sent) == [4, 5, 6, 7, 2, 3]  # batch 0 held by the first: on to 2-3
+    assert Counter(_names(first.sent + second.sent)) == Counter(range(8))
+    assert sorted(second.outcomes()) == [("skipped-locked", "2026-03-02T10:00:00Z")] * 2
+    assert sorted(first.outcomes()) == [("skipped-locked", "2026-03-02T10:00:00Z")] * 6
+
+
+def test_the_leases_a_burst_leaves_are_released_a_share_with_each_batch_of_the_next(
+    clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not all in the first begin: 100,000 leases in one script would hold the store."""
+    monkeypatch.setattr(beat_module, "DISPATCH_BATCH", 2)
+    jobs = [declared(f"billing.remind-{index}", every="1m") for index in range(6)]
+    rules = SchedulerRules(late_after_ms=5_000)  # a lease of 09:59 is free by 10:00
+    instance = Instance(clock, jobs, InMemoryLock(clock), rules=rules)
+    store = instance.registry.occurrences()
+    begin = store.begin
+    released: list[int] = []
+
+    def counted(beginnings: Any, *, releasing: Any = ()) -> Any:
+        released.append(len(releasing))
+        return begin(beginnings, releasing=releasing)
+
+    monkeypatch.setattr(store, "begin", counted)
+
+    run_until(clock, START + timedelta(minutes=2, seconds=1), instance.beat())
+
+    assert released == [0, 0, 0, 2, 2, 2]  # 09:59 took six leases; 10:00 frees them, 2 a batch
+    assert len(instance.sent) == 12
+
+
 def test_a_job_that_needs_no_single_instance_is_sent_by_every_beat(clock: FixedClock) -> None:
     lock = SwitchableLock(clock)
     job = declared("billing.warm-cache", every="15m", single_instance=False)
@@ -625,6 +703,31 @@ def test_after_a_restart_a_gap_is_recorded_missed_once_with_its_first_instant(
 
     assert after.outcomes() == [("missed", "2026-03-02T10:15:00Z")]
     assert scheduled(after.sent) == ["2026-03-02T11:15:00.000Z"]
+
+
+def test_jobs_of_one_schedule_each_start_from_their_own_checkpoint(clock: FixedClock) -> None:
+    """The set-up makes one plan per schedule and checkpoint, and gives each job its own."""
+    schedule = parse_job_schedule({"every": "15m"})
+    jobs = [
+        replace(declared(f"billing.remind-{index}", every="15m"), schedule=schedule)
+        for index in range(3)
+    ]
+    jobs.append(declared("billing.other", every="15m"))  # an equal schedule, not the same
+    checkpoints = InMemoryJobCheckpoints()
+    for name in ("billing.remind-0", "billing.remind-1", "billing.other"):
+        checkpoints.write(name, datetime(2026, 3, 2, 9, 30, tzinfo=UTC))
+    instance = Instance(clock, jobs, InMemoryLock(clock), checkpoints)
+
+    run_until(clock, START + timedelta(minutes=2), instance.beat())
+
+    assert sorted((run.job, run.outcome.value) for run in instance.runs) == [
+        ("billing.other", "missed"),
+        ("billing.remind-0", "missed"),
+        ("billing.remind-1", "missed"),
+    ]
+    assert sorted((item.task, item.scheduled_at) for item in instance.sent) == [
+        (job.name, "2026-03-02T10:00:00.000Z") for job in sorted(jobs, key=lambda j: j.name)
+    ]
 
 
 def test_after_a_restart_run_once_sends_the_latest_missed_occurrence_once(

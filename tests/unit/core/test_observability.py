@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,6 +18,7 @@ from ddd_celery.scheduling.observability import (
     COULD_NOT_FOLLOW,
     DEFAULT_LOGGER,
     DURATION_HISTOGRAM,
+    FLUSH_AT,
     RUNS_COUNTER,
     RunDetail,
     RunRecorder,
@@ -337,3 +340,121 @@ def test_report_failed_runs_through_the_recorder_reports_once() -> None:
     )
 
     assert [reported for reported, _ in reporter.reported] == [error]
+
+
+class CountingLastRuns(InMemoryJobLastRuns):
+    """Last runs that note each call: a write of one record, or of a batch of how many."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+
+    def write(self, run: JobRun) -> None:
+        self.calls.append(1)
+        super().write_many([run])
+
+    def write_many(self, runs: Sequence[JobRun]) -> None:
+        self.calls.append(len(runs))
+        super().write_many(runs)
+
+
+def test_a_batch_logs_and_counts_each_record_at_once_and_keeps_them_in_one_write(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    last_runs, metrics = CountingLastRuns(), InMemoryMetrics()
+    seen: list[JobRun | None] = []
+    recorder = RunRecorder(
+        metrics=metrics,
+        last_runs=last_runs,
+        on_run=lambda run, *_: seen.append(last_runs.read(run.job)),
+    )
+    runs = [a_run(Outcome.SKIPPED_OVERLAP, job=f"{JOB}:{index}") for index in range(3)]
+
+    with caplog.at_level(logging.DEBUG, logger=DEFAULT_LOGGER), recorder.batch():
+        for run in runs:
+            assert recorder.record(run) is None
+        recorder.record(a_run(Outcome.SKIPPED_LOCKED))
+        assert last_runs.calls == []
+        assert seen == []
+        assert len(caplog.records) == 4
+        assert metrics.counter(RUNS_COUNTER) == 4
+
+    assert last_runs.calls == [3]
+    assert seen == [*runs, None]  # each observer finds its record already kept
+    assert last_runs.read(JOB) is None  # skipped-locked is another instance's
+
+
+def test_a_batch_writes_a_thousand_records_at_a_time() -> None:
+    last_runs = CountingLastRuns()
+    recorder = RunRecorder(last_runs=last_runs)
+
+    with recorder.batch():
+        for index in range(FLUSH_AT + 5):
+            recorder.record(a_run(Outcome.MISSED, job=f"{JOB}:{index}"))
+
+    assert last_runs.calls == [FLUSH_AT, 5]
+
+
+def test_a_batch_inside_a_batch_joins_it_and_a_stop_still_writes_the_records() -> None:
+    last_runs = CountingLastRuns()
+    recorder = RunRecorder(last_runs=last_runs)
+
+    def stopped_in_a_batch() -> None:
+        with recorder.batch():
+            recorder.record(a_run(Outcome.MISSED))
+            with recorder.batch():
+                recorder.record(a_run(Outcome.MISSED, job=f"{JOB}:eu"))
+            raise SystemExit(0)
+
+    with pytest.raises(SystemExit):
+        stopped_in_a_batch()
+
+    assert last_runs.calls == [2]
+
+
+def test_a_batch_the_last_runs_cannot_keep_logs_each_record_and_observes_each(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class DownLastRuns(InMemoryJobLastRuns):
+        def write_many(self, runs: Sequence[JobRun]) -> None:
+            raise ConnectionError(SECRET)
+
+    seen: list[JobRun] = []
+    recorder = RunRecorder(on_run=lambda run, *_: seen.append(run), last_runs=DownLastRuns())
+    runs = [a_run(Outcome.MISSED, job=f"{JOB}:{index}") for index in range(2)]
+
+    with caplog.at_level(logging.ERROR, logger=DEFAULT_LOGGER), recorder.batch():
+        for run in runs:
+            recorder.record(run)
+
+    assert [(r.getMessage(), r.__dict__["job"]) for r in caplog.records] == [
+        (COULD_NOT_FOLLOW, runs[0].job),
+        (COULD_NOT_FOLLOW, runs[1].job),
+    ]
+    assert SECRET not in caplog.text
+    assert seen == runs
+
+
+def test_a_record_refused_in_a_batch_costs_only_itself(caplog: pytest.LogCaptureFixture) -> None:
+    last_runs = InMemoryJobLastRuns()
+    recorder = RunRecorder(last_runs=last_runs)
+    naive = a_run(Outcome.MISSED, job=f"{JOB}:naive", scheduled_at=SIX.replace(tzinfo=None))
+
+    with caplog.at_level(logging.ERROR, logger=DEFAULT_LOGGER), recorder.batch():
+        recorder.record(a_run(Outcome.MISSED))
+        recorder.record(naive)
+
+    assert last_runs.read(JOB) == a_run(Outcome.MISSED)
+    assert [r.__dict__["job"] for r in caplog.records] == [naive.job]
+
+
+def test_records_of_another_thread_are_kept_at_once_during_a_batch() -> None:
+    """Beat's system jobs record on threads of their own while a burst is sent."""
+    last_runs = CountingLastRuns()
+    recorder = RunRecorder(last_runs=last_runs)
+
+    with recorder.batch():
+        thread = threading.Thread(target=recorder.record, args=(a_run(Outcome.SUCCEEDED),))
+        thread.start()
+        thread.join()
+        assert last_runs.calls == [1]
