@@ -32,9 +32,10 @@ from datetime import datetime
 from types import MethodType
 from typing import Any, ClassVar, cast
 
+from celery import exceptions as celery_exceptions
 from celery.app.annotations import resolve_all
 from celery.app.task import extract_exec_options
-from celery.exceptions import DuplicateTaskNameWarning, SoftTimeLimitExceeded
+from celery.exceptions import SoftTimeLimitExceeded
 from celery.local import PromiseProxy
 from celery.utils.functional import firstmethod
 
@@ -64,6 +65,11 @@ from ddd_celery.scheduling.execution import (
     tenants_of,
 )
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
+
+DuplicateTaskNameWarning: type[Warning] = getattr(
+    celery_exceptions, "DuplicateTaskNameWarning", celery_exceptions.CeleryWarning
+)
+"""Celery's warning of a task name registered twice (5.5 on), or its base before it."""
 
 HARD_LIMIT_GRACE_S = 5.0
 """How long past its soft limit a prefork child may go on before Celery kills it.

@@ -11,11 +11,15 @@ from typing import Any
 
 import pytest
 from celery import Celery, Task
-from celery.exceptions import DuplicateTaskNameWarning
 from celery_support import AppFactory
 
 from ddd_celery.celery import install_jobs
-from ddd_celery.celery.tasks import HARD_LIMIT_GRACE_S, RunTask, ScheduledJobRefusedError
+from ddd_celery.celery.tasks import (
+    HARD_LIMIT_GRACE_S,
+    DuplicateTaskNameWarning,
+    RunTask,
+    ScheduledJobRefusedError,
+)
 from ddd_celery.celery.tenant_tasks import TenantTask
 from ddd_celery.declarations import JobExecution, ScheduledJobDeclaration, parse_job_schedule
 from ddd_celery.kernel import InMemoryLock, InMemoryTenantDirectory, SystemClock
