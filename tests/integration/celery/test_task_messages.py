@@ -381,8 +381,9 @@ def test_beat_writes_a_batch_from_templates_its_jobs_share_as_send_task_sends_ea
         assert OccurrenceMessage.from_kwargs(beats["body"][1]).scheduled_at == at
     limits = {message["headers"]["task"]: message["headers"]["timelimit"] for message in sent}
     assert limits[f"{TASK}-1"] == [None, None]
-    assert limits[TASK] == limits[f"{TASK}-2"] == [65.0, 60.0]
-    assert limits[f"{TASK}-3"] == [10.0, 5.0]
+    if Version(celery.__version__) >= Version("5.7"):  # before, send_task merges no task option
+        assert limits[TASK] == limits[f"{TASK}-2"] == [65.0, 60.0]
+        assert limits[f"{TASK}-3"] == [10.0, 5.0]
     raws = [json.loads(raw) for raw in redis_client.lrange(f"{redis_prefix}reports", 0, -1)]
     assert len({raw["headers"]["id"] for raw in raws}) == 8
     assert len({raw["properties"]["delivery_tag"] for raw in raws}) == 8
