@@ -32,6 +32,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from celery.beat import Scheduler
 
+from ddd_celery.celery.beat_batches import Batch, BeginsAhead
 from ddd_celery.celery.beat_entries import BeatScheduleEntryError, job_name_of
 from ddd_celery.celery.beat_outages import CHECKPOINTS, StoreOutages
 from ddd_celery.celery.beat_publishing import Publisher, Sending, free_run_state
@@ -174,6 +175,8 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         """Each job's part of its ``Beginning`` that never changes: computed at its first."""
         self._publisher = Publisher(app)
         """Sends the tasks of the occurrences begun (``beat_publishing``)."""
+        self._ahead = BeginsAhead()
+        """Begins the next batch of a burst while one is published (``beat_batches``)."""
         self._system_jobs = SystemJobs()
         """Runs each system job's passes on a thread of its own (``beat_system_jobs``)."""
         self._outages = StoreOutages()
@@ -316,6 +319,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 self._follow_up(self._jobs)
             self._system_jobs.stop()
             self.wait_for_system_jobs(CLOSE_WAIT_S)
+            self._ahead.close()
         finally:
             super().close()
 
@@ -487,87 +491,115 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         its own lock, checkpoint and claim, and the leases no beat can still want released),
         then one held producer publishes them, a kombu publish batch where the broker has one;
         the records of what is not sent are kept together (``RunRecorder.batch``). The pauses
-        are read first, once for them all (``BeatPauses``).
+        are read first, once for them all (``BeatPauses``). While one batch is published, the
+        next is begun on a thread (``beat_batches``).
 
         Every beat reaches the same occurrences in the same order: walked from the first, each
         batch would be raced for by every beat, and each would pay for a whole burst. So each
         walks the batches from a place of its own (``spread``), and past a batch mostly held by
         another beat, from another place among those it has left: the beats share the burst
         out. Every beat still begins every batch, so the locks alone decide who sends what.
+
+        Beat stopped on the way (SIGTERM and Ctrl-C raise ``SystemExit`` or
+        ``KeyboardInterrupt`` wherever beat is, a send to a broker that does not answer
+        included) records each occurrence of a batch begun but not yet sent ``failed``,
+        ``JOB_ABORTED``, and ends its claim in the run state, so no later occurrence is skipped
+        behind a run that never comes. Then beat stops. The locks stay taken: a message may
+        have left, so no other beat sends it.
         """
         ready, self._ready = self._ready, []
         if not ready:
             return
         paused = self._pauses.read(self._registry(), self._outages)
         recorder = self._registry().recorder
-        batches = deque(range(0, len(ready), DISPATCH_BATCH))
-        if len(batches) > 1:
-            batches.rotate(-self._spread(len(batches)))
-        while batches:
-            start = batches.popleft()
-            batch = ready[start : start + DISPATCH_BATCH]
-            with recorder.batch():
-                held = self._dispatch(batch, now, paused, batches_left=len(batches) + 1)
-            if held * 2 > len(batch) and len(batches) > 1:
-                batches.rotate(-self._spread(len(batches)))
+        starts = deque(range(0, len(ready), DISPATCH_BATCH))
+        if len(starts) > 1:
+            starts.rotate(-self._spread(len(starts)))
 
-    def _dispatch(
+        def asked() -> Batch:
+            start = starts.popleft()
+            return self._asked(ready[start : start + DISPATCH_BATCH], paused, len(starts) + 1)
+
+        pending: list[Batch] = []
+        try:
+            while starts or pending:
+                if not pending:
+                    pending.append(asked())
+                    pending[0].released = self._begin(pending[0])
+                batch = pending[0]
+                self._ahead.wait(batch)
+                if batch.held * 2 > len(batch.items) and len(starts) > 1:
+                    starts.rotate(-self._spread(len(starts)))
+                if starts:
+                    pending.append(asked())
+                    self._ahead.start(pending[1], self._begin)
+                with recorder.batch():
+                    self._conclude(batch, now, paused)
+                pending.pop(0)
+        except (KeyboardInterrupt, SystemExit) as stopping:
+            for batch in pending:
+                self._interrupted(batch, stopping)
+            raise
+
+    def _asked(
         self,
-        batch: list[tuple[CeleryJob, Occurrence]],
-        now: datetime,
+        items: list[tuple[CeleryJob, Occurrence]],
         paused: Mapping[str, Pause],
-        batches_left: int = 1,
-    ) -> int:
-        """Lock, claim and send occurrences whose jitter has elapsed; each has its own outcome.
-        Returns how many another beat held. ``batches_left``: this batch and those after it
-        this tick, which share the leases to release.
-
-        Beat stopped on the way (SIGTERM and Ctrl-C raise ``SystemExit`` or
-        ``KeyboardInterrupt`` wherever beat is, a send to a broker that does not answer
-        included) records each occurrence not yet sent ``failed``, ``JOB_ABORTED``, and ends
-        its claim in the run state, so no later occurrence is skipped behind a run that never
-        comes. Then beat stops. The locks stay taken: a message may have left, so no other beat
-        sends it.
-        """
-        jobs = self._registry()
+        batches_left: int,
+    ) -> Batch:
+        """What the stores are asked for ``items``. ``batches_left``: this batch and those
+        after it this tick, which share the leases to release."""
         beginnings = [
-            self._beginning(job, occurrence, job.name in paused) for job, occurrence in batch
+            self._beginning(job, occurrence, job.name in paused) for job, occurrence in items
         ]
         # The leases to release ride on the batches, a share each: the minute after a burst,
         # its 100,000 leases in the first begin would make one script that holds Redis.
         share = -(-len(self._releasing) // batches_left)
         releasing, self._releasing = self._releasing[:share], self._releasing[share:]
-        sent: set[int] = set()
+        return Batch(items, beginnings, releasing)
+
+    def _begin(self, batch: Batch) -> list[Exception | None] | None:
+        """Ask the stores; None if they could not be asked at all (logged)."""
         try:
+            return (
+                self._registry()
+                .occurrences()
+                .begin(batch.beginnings, releasing=[lease for _, lease in batch.releasing])
+            )
+        except Exception:
+            logger.exception("beat: could not begin %d occurrences", len(batch.items))
+            return None
+
+    def _conclude(self, batch: Batch, now: datetime, paused: Mapping[str, Pause]) -> None:
+        """Move each occurrence of a begun batch on what the stores answered; send the tasks
+        of those started. Each has its own outcome."""
+        if batch.released is None:
+            return
+        jobs = self._registry()
+        self._outages.note(jobs, batch.beginnings)
+        for (name, _), error in zip(batch.releasing, batch.released, strict=True):
+            if error is not None:
+                self._outages.could_not_follow(jobs, name, error, IN_THE_LOCK, jobs.lock)
+        sending: list[Sending] = []
+        for (job, occurrence), beginning in zip(batch.items, batch.beginnings, strict=True):
             try:
-                released = jobs.occurrences().begin(
-                    beginnings, releasing=[lease for _, lease in releasing]
-                )
+                expires = self._begun(job, occurrence, beginning, now, job.name in paused)
             except Exception:
-                logger.exception("beat: could not begin %d occurrences", len(batch))
-                return 0
-            self._outages.note(jobs, beginnings)
-            for (name, _), error in zip(releasing, released, strict=True):
-                if error is not None:
-                    self._outages.could_not_follow(jobs, name, error, IN_THE_LOCK, jobs.lock)
-            sending: list[Sending] = []
-            for (job, occurrence), beginning in zip(batch, beginnings, strict=True):
-                try:
-                    expires = self._begun(job, occurrence, beginning, now, job.name in paused)
-                except Exception:
-                    logger.exception(
-                        "beat: could not handle %s at %s", job.name, iso_ms(beginning.scheduled_at)
-                    )
-                    continue
-                if expires is not None:
-                    sending.append(Sending(job, occurrence, beginning, expires))
-            self._publish(sending, sent)
-        except (KeyboardInterrupt, SystemExit) as stopping:
-            for (job, occurrence), beginning in zip(batch, beginnings, strict=True):
-                if id(occurrence) not in sent:
-                    self._record_interrupted(job, occurrence, beginning, stopping)
-            raise
-        return sum(1 for beginning in beginnings if beginning.lock_held)
+                logger.exception(
+                    "beat: could not handle %s at %s", job.name, iso_ms(beginning.scheduled_at)
+                )
+                continue
+            if expires is not None:
+                sending.append(Sending(job, occurrence, beginning, expires))
+        self._publish(sending, batch.sent)
+
+    def _interrupted(self, batch: Batch, stopping: BaseException) -> None:
+        """Record each occurrence of ``batch`` not sent before the stop, once its begin (which
+        may run ahead) answered: only then are its claims known."""
+        self._ahead.wait(batch)
+        for (job, occurrence), beginning in zip(batch.items, batch.beginnings, strict=True):
+            if id(occurrence) not in batch.sent:
+                self._record_interrupted(job, occurrence, beginning, stopping)
 
     def _beginning(self, job: CeleryJob, occurrence: Occurrence, paused: bool) -> Beginning:
         """What the core decided for an occurrence, for the stores to carry out.

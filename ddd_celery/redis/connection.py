@@ -79,7 +79,7 @@ def _cluster(url: str, plain_scheme: str, fail_fast: dict[str, Any]) -> RedisClu
     if parts.query:
         plain += f"?{parts.query}"
     startup = [
-        ClusterNode(host, port)  # type: ignore[no-untyped-call]
+        ClusterNode(host, port)  # type: ignore[no-untyped-call,unused-ignore]
         for host, port in [first, *others]
     ]
     return RedisCluster.from_url(plain, startup_nodes=startup, **fail_fast)
@@ -101,14 +101,14 @@ def _sentinel_master(url: str, fail_fast: dict[str, Any]) -> Redis:
         master["username"] = unquote(parts.username)
     if parts.password:
         master["password"] = unquote(parts.password)
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
         sentinels,
         sentinel_kwargs={
             "socket_connect_timeout": fail_fast["socket_connect_timeout"],
             "socket_timeout": fail_fast["socket_timeout"],
         },
     )
-    client: Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+    client: Redis = sentinel.master_for(  # type: ignore[no-untyped-call,unused-ignore]
         unquote(path[0]),
         retry_on_error=[exceptions.ConnectionError, exceptions.TimeoutError],
         **master,

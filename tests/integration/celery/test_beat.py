@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Mapping
@@ -483,11 +484,53 @@ def test_two_beats_on_one_burst_each_take_their_share_first_then_find_the_rest_t
 
     run_until(clock, START + timedelta(minutes=2), first_beat, second_beat)
 
-    assert _names(first.sent) == [0, 1]
-    assert _names(second.sent) == [4, 5, 6, 7, 2, 3]  # batch 0 held by the first: on to 2-3
+    # While the first sent batch 0 it had begun batch 1 ahead (beat_batches): both are its.
+    assert _names(first.sent) == [0, 1, 2, 3]
+    assert _names(second.sent) == [4, 5, 6, 7]  # batch 0 held by the first, then batch 1
     assert Counter(_names(first.sent + second.sent)) == Counter(range(8))
-    assert sorted(second.outcomes()) == [("skipped-locked", "2026-03-02T10:00:00Z")] * 2
-    assert sorted(first.outcomes()) == [("skipped-locked", "2026-03-02T10:00:00Z")] * 6
+    assert sorted(second.outcomes()) == [("skipped-locked", "2026-03-02T10:00:00Z")] * 4
+    assert sorted(first.outcomes()) == [("skipped-locked", "2026-03-02T10:00:00Z")] * 4
+
+
+def test_a_burst_s_next_batch_is_begun_while_one_is_published_one_begin_at_a_time(
+    clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(beat_module, "DISPATCH_BATCH", 2)
+    instance = Instance(clock, _burst(6), InMemoryLock(clock))
+    store = instance.registry.occurrences()
+    begin, send = store.begin, instance.app.send_task
+    events: list[str] = []
+    asking = threading.Lock()
+    last_begun = threading.Event()
+
+    def watched(beginnings: Any, *, releasing: Any = ()) -> Any:
+        assert asking.acquire(blocking=False), "two begins at once"
+        try:
+            events.append("begin " + ",".join(b.job.rsplit("-", 1)[1] for b in beginnings))
+            return begin(beginnings, releasing=releasing)
+        finally:
+            asking.release()
+            if beginnings[0].job.endswith("-0"):
+                last_begun.set()
+
+    def sent(name: str, *args: Any, **kwargs: Any) -> None:
+        if name.endswith("-5"):  # the last batch is begun while this one is published
+            assert last_begun.wait(10)
+        send(name, *args, **kwargs)
+        events.append("sent " + name.rsplit("-", 1)[1])
+
+    monkeypatch.setattr(store, "begin", watched)
+    instance.app.send_task = sent
+
+    run_until(clock, START + timedelta(minutes=2), instance.beat(spread=lambda batches: 1))
+
+    # The walk from batch 1, each batch asked once the one before it answered.
+    assert [event for event in events if event.startswith("begin")] == [
+        "begin 2,3",
+        "begin 4,5",
+        "begin 0,1",
+    ]
+    assert _names(instance.sent) == [2, 3, 4, 5, 0, 1]
 
 
 def test_the_leases_a_burst_leaves_are_released_a_share_with_each_batch_of_the_next(

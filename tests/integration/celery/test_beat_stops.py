@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from celery import Celery
 
+from ddd_celery.celery import beat as beat_module
 from ddd_celery.celery.beat import JobBeatScheduler
 from ddd_celery.celery.registry import ATTRIBUTE, CeleryJob, CeleryJobs
 from ddd_celery.declarations.execution import JobExecution
@@ -24,7 +25,7 @@ from ddd_celery.kernel.lock import InMemoryLock, Lease
 from ddd_celery.kernel.scope import FixedExecutionScope
 from ddd_celery.scheduling.checkpoints import InMemoryJobCheckpoints
 from ddd_celery.scheduling.observability import RunDetail, RunRecorder
-from ddd_celery.scheduling.occurrence import SchedulerRules
+from ddd_celery.scheduling.occurrence import SchedulerRules, lock_key
 from ddd_celery.scheduling.outcomes import JobRun, Outcome
 from ddd_celery.scheduling.run_state import Claim, InMemoryJobRunState
 
@@ -160,6 +161,56 @@ def test_a_stop_while_beat_asks_the_lock_records_job_aborted_and_claims_nothing(
     assert [(r.outcome, r.error_code) for r in beat.runs] == [(Outcome.FAILED, "JOB_ABORTED")]
     assert beat.registry.run_state.running(JOB) is None
     assert beat.sent == []
+
+
+@pytest.mark.parametrize("stop", STOPS, ids=["sigterm", "ctrl-c"])
+def test_a_stop_in_a_burst_records_the_batch_begun_ahead_and_leaves_the_rest_to_other_beats(
+    stop: BaseException, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batch 1 was begun while batch 0 was published (``beat_batches``): its locks and claims
+    are this beat's, so it is recorded with the rest of batch 0; batch 2 was never asked."""
+    monkeypatch.setattr(beat_module, "DISPATCH_BATCH", 2)
+    beat = Beat()
+    names = [f"{JOB}-{index}" for index in range(6)]
+    beat.registry.jobs = {
+        name: CeleryJob(
+            name=name,
+            schedule=parse_job_schedule({"every": "1s"}, job=name),
+            task_name=name,
+            queue="billing",
+            job_class=RemindersJob,
+        )
+        for name in names
+    }
+    beat.beat = JobBeatScheduler(app=beat.app, spread=lambda batches: 0)
+    send = beat._send_task
+
+    def stop_at_the_second_send(name: str, *args: Any, **kwargs: Any) -> None:
+        if beat.sent:
+            raise stop
+        send(name, *args, **kwargs)
+
+    beat.app.send_task = stop_at_the_second_send
+
+    with pytest.raises(type(stop)):
+        beat.tick_at(TEN)
+
+    assert beat.sent == names[:1]
+    # A message of a publish batch is known to have left once the whole batch is written: all
+    # of batch 0 is recorded, with batch 1, begun ahead; batch 2 was never asked.
+    aborted = [(run.job, run.outcome, run.error_code) for run in beat.runs]
+    assert sorted(aborted) == [(name, Outcome.FAILED, "JOB_ABORTED") for name in names[:4]]
+    assert [beat.registry.run_state.running(name) for name in names] == [None] * 6
+    lock = beat.registry.lock
+    # What was begun keeps its lock (a message may have left); what was not is free to take.
+    assert [lock.acquire(lock_key(name, TEN), 60_000) is None for name in names] == [
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
 
 
 def test_a_closed_beat_sends_nothing_however_often_it_is_ticked() -> None:

@@ -331,18 +331,23 @@ def test_beat_publishes_an_occurrence_as_send_task_did(
     assert OccurrenceMessage.from_kwargs(beats["body"][1]).scheduled_at == at
 
 
-@pytest.fixture
-def beat_pushed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many messages each push of beat's messages written from templates sent."""
+def counted_pushes(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[int]:
+    """How many messages each push written from templates (``on_redis``) by ``module`` sent."""
     counts: list[int] = []
-    push = beat_publishing.push_messages
+    push = module.push_messages
 
     def counting(channel: Any, pushes: Any) -> None:
         counts.append(sum(len(messages) for _, messages in pushes))
         push(channel, pushes)
 
-    monkeypatch.setattr(beat_publishing, "push_messages", counting)
+    monkeypatch.setattr(module, "push_messages", counting)
     return counts
+
+
+@pytest.fixture
+def beat_pushed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many messages each push of beat's messages written from templates sent."""
+    return counted_pushes(monkeypatch, beat_publishing)
 
 
 def test_beat_writes_a_batch_from_templates_its_jobs_share_as_send_task_sends_each(
@@ -453,16 +458,8 @@ def test_the_publisher_gives_the_wake_up_the_attempts_of_its_dispatch(
 
 @pytest.fixture
 def pushed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many messages each push of wake-ups written from a template sent (``on_redis``)."""
-    counts: list[int] = []
-    push = publisher_module.push_messages
-
-    def counting(channel: Any, pushes: Any) -> None:
-        counts.append(sum(len(messages) for _, messages in pushes))
-        push(channel, pushes)
-
-    monkeypatch.setattr(publisher_module, "push_messages", counting)
-    return counts
+    """How many messages each push of wake-ups written from a template sent."""
+    return counted_pushes(monkeypatch, publisher_module)
 
 
 BATCH_ROUTES: dict[str, dict[str, Any]] = {
