@@ -706,14 +706,18 @@ class RedisMessages:
         (``kwargsrepr``: Celery's ``saferepr`` of them when not given)."""
         if kwargsrepr is None:
             kwargsrepr = kwargs_repr(kwargs, self._repr_limits)
-        values = {name: _json(value) for name, value in kwargs.items()}
+        string = _ascii_string  # most values are strings: written without _json's call
+        values = {
+            name: string(value) if type(value) is str else _json(value)
+            for name, value in kwargs.items()
+        }
         for name, value in fields.items():
-            values[name] = _json(value)
-        values["id"] = _json(task_id)
-        values["kwargsrepr"] = _json(kwargsrepr)
+            values[name] = string(value) if type(value) is str else _json(value)
+        values["id"] = string(task_id)
+        values["kwargsrepr"] = string(kwargsrepr)
         body, _ = self._channel.encode_body(self._body.fill(values), self._channel.body_encoding)
         values["body"] = _json(body)
-        values["tag"] = _json(delivery_tag)
+        values["tag"] = string(delivery_tag)
         return self._message.fill(values)
 
 

@@ -41,6 +41,8 @@ class SharedTemplates:
         """The message of each shape, built from the first job of that shape sent."""
         self._kept: dict[Hashable, Hashable] = {}
         """Each shape, as the first equal one seen: 100,000 jobs of one shape hold one tuple."""
+        self._options: dict[int, tuple[dict[str, Any], tuple[tuple[str, Any], ...]]] = {}
+        """Each dict of task options seen, by identity, kept with its sorted items."""
 
     def templates(self) -> Templates:
         """The templates of one batch of sends: written for its producer, at their first use.
@@ -50,6 +52,7 @@ class SharedTemplates:
         router = self._app.amqp.router
         if router is not self._router:
             self._router, self._shapes, self._messages, self._kept = router, {}, {}, {}
+            self._options = {}
         return Templates(self)
 
     def message(self, job: CeleryJob) -> tuple[Hashable, TaskMessage] | None:
@@ -83,7 +86,13 @@ class SharedTemplates:
         own: dict[str, Any] = {}
         if get_exec_options is not None and hasattr(get_exec_options, "__self__"):
             own = get_exec_options()
-        options = tuple(sorted((key, value) for key, value in own.items() if value is not None))
+        # The jobs' tasks of one kind and options share one dict of them (RunTask): sorted once.
+        seen = self._options.get(id(own))
+        if seen is not None and seen[0] is own:
+            options = seen[1]
+        else:
+            options = tuple(sorted((key, value) for key, value in own.items() if value is not None))
+            self._options[id(own)] = (own, options)
         shape: Hashable = (job.queue, options)
         try:
             return self._kept.setdefault(shape, shape)
