@@ -31,8 +31,23 @@ def why(error: BaseException) -> str:
     connection error quotes no job data, and the operator needs to know which host refused."""
     causes = [error]
     while causes[-1].__cause__ is not None and len(causes) < 5:
-        causes.append(causes[-1].__cause__)
+        cause = causes[-1].__cause__
+        if _quoted(cause, causes[-1]):
+            break
+        causes.append(cause)
     return printable("; caused by ".join(f"{type(cause).__name__}: {cause}" for cause in causes))
+
+
+def _quoted(cause: BaseException, error: BaseException) -> bool:
+    """Whether ``cause`` is an OS error whose words ``error`` already says: redis-py 8 chains
+    the ``ConnectionRefusedError`` its own ``ConnectionError`` quotes ("... Connection
+    refused.")."""
+    return (
+        isinstance(cause, OSError)
+        and cause.errno is not None
+        and bool(cause.strerror)
+        and str(cause.strerror) in str(error)
+    )
 
 
 def fail(ctx: click.Context, what: str, error: BaseException) -> None:
