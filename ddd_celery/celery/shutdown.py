@@ -134,8 +134,17 @@ def _start_grace(signum: int, frame: object) -> None:
 
 
 def on_task_prerun(**_: Any) -> None:
-    """In a prefork child (main thread): ``GRACE_SIGNAL`` from the main process starts the grace."""
-    if _in_child and signal.getsignal(GRACE_SIGNAL) is not _start_grace:
+    """In a prefork child (main thread): ``GRACE_SIGNAL`` from the main process starts the grace.
+
+    A solo pool sends ``worker_process_init`` as well, in the worker's own process, and the
+    worker of ``celery.contrib.testing`` runs its tasks on a thread, where no handler can be set
+    (Celery would log each task's ``ValueError``): there ``worker_shutting_down`` reaches the
+    runs itself."""
+    if (
+        _in_child
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(GRACE_SIGNAL) is not _start_grace
+    ):
         signal.signal(GRACE_SIGNAL, _start_grace)
 
 

@@ -57,7 +57,23 @@ def make_app(redis_prefix: str) -> Iterator[AppFactory]:
 
     yield make
     for app in apps:
+        close_result_backend(app)
         app.close()
+
+
+def close_result_backend(app: Celery) -> None:
+    """Disconnect a Redis result backend's connections, which ``app.close`` leaves open.
+
+    Celery's Redis backend and its result consumer hold each other, so a backend left to the
+    garbage collector goes with its connections in one cycle, whose finalizers run in any order:
+    a socket finalized before its connection closed it is an unraisable ``ResourceWarning`` in
+    whatever test runs then. An app with a result backend shares one across threads
+    (``result_backend_thread_safe``), the worker's thread's included, so this one is all.
+    """
+    if app.conf.result_backend and app.conf.get("result_backend_thread_safe"):
+        pool = getattr(getattr(app.backend, "client", None), "connection_pool", None)
+        if pool is not None:
+            pool.disconnect()
 
 
 @pytest.fixture

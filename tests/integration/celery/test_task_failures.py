@@ -127,6 +127,7 @@ def wire(
     app = make_app(
         result_backend=REDIS_URL,
         result_backend_transport_options={"global_keyprefix": redis_prefix},
+        result_backend_thread_safe=True,  # one backend, the worker's thread's: closed after
         ddd_celery_traceback_messages=traceback_messages,
     )
     clock = SystemClock()

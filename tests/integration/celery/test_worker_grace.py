@@ -8,12 +8,13 @@ The process test stops real workers with SIGTERM.
 
 from __future__ import annotations
 
+import signal
 import threading
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from celery.signals import worker_shutting_down
+from celery.signals import worker_process_init, worker_shutting_down
 from celery_support import AppFactory, Runs
 from probe_jobs import SYNC, Probe, SyncProbeJob
 
@@ -123,3 +124,31 @@ def test_a_run_that_ends_within_the_grace_keeps_its_outcome(
     worker.join(WAIT_S)
 
     assert [(r.outcome, r.error_code) for r in runs.records] == [("succeeded", None)]
+
+
+def test_a_task_on_a_thread_after_a_solo_pool_s_process_init_sets_no_handler_and_raises_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A solo pool sends ``worker_process_init`` in the worker's process; ``celery.contrib.
+    testing`` then runs the tasks on a thread, where ``signal.signal`` raises."""
+    monkeypatch.setattr(shutdown_module, "_in_child", [])
+    before = signal.getsignal(shutdown_module.GRACE_SIGNAL)
+    try:
+        worker_process_init.send(sender=None)
+        raised: list[BaseException] = []
+
+        def prerun() -> None:
+            try:
+                shutdown_module.on_task_prerun()
+            except BaseException as error:  # what the thread raised, asserted
+                raised.append(error)
+
+        thread = threading.Thread(target=prerun)
+        thread.start()
+        thread.join(WAIT_S)
+        assert raised == []
+        assert signal.getsignal(shutdown_module.GRACE_SIGNAL) is signal.SIG_IGN
+        shutdown_module.on_task_prerun()  # the main thread of a prefork child: the grace's
+        assert signal.getsignal(shutdown_module.GRACE_SIGNAL) is shutdown_module._start_grace
+    finally:
+        signal.signal(shutdown_module.GRACE_SIGNAL, before)
