@@ -51,6 +51,7 @@ from ddd_celery.scheduling.occurrence import (
     MAX_SLEEP_MS,
     Event,
     Occurrence,
+    Reach,
     StartPlan,
     Step,
     jitter_delay_ms,
@@ -169,6 +170,7 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self._ready: list[tuple[CeleryJob, Occurrence]] = []
         """Occurrences reached this tick and due now, begun and published together."""
         self._nexts = _BySchedule[datetime]()
+        self._reaches = _BySchedule[Reach]()
         """The next instants computed this tick, shared by the jobs of one schedule."""
         self._releasing: list[tuple[str, Lease]] = []
         self._beginnings: dict[str, tuple[bool, int, bool, int]] = {}
@@ -356,7 +358,9 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         jobs, due = self._registry(), self._due
         now = jobs.clock.now()
         if due and due[0].at <= now:
-            self._nexts = _BySchedule()  # the next instants of this tick's instants
+            # this tick's decisions and next instants, by schedule and instant: a decision
+            # depends on nothing else at one ``now``
+            self._nexts, self._reaches = _BySchedule(), _BySchedule()
             with jobs.recorder.batch():  # a burst of misses is kept a batch at a time
                 while due and due[0].at <= now:
                     self._handle(heapq.heappop(due), now)
@@ -454,7 +458,10 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         jobs = self._registry()
         self._settle_leases(job, now)
         try:
-            decision = reach(job.schedule, due, now, jobs.rules)
+            decision = self._reaches.get(job.schedule, due)
+            if decision is None:
+                decision = reach(job.schedule, due, now, jobs.rules)
+                self._reaches.put(job.schedule, due, decision)
         except Exception:
             logger.exception(
                 "beat: cannot decide the occurrence of %s at %s", job.name, iso_ms(due)
@@ -738,14 +745,10 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
                 self._releasing.append((job.name, lease))
 
     def _mark_handled(self, job: CeleryJob, at: datetime) -> None:
-        current = self._handled.get(job.name)
-        if current is None or at > current:
-            self._handled[job.name] = at
+        _keep_latest(self._handled, job.name, at)
 
     def _checkpointed(self, job: CeleryJob, at: datetime) -> None:
-        current = self._checkpoints_kept.get(job.name)
-        if current is None or at > current:
-            self._checkpoints_kept[job.name] = at
+        _keep_latest(self._checkpoints_kept, job.name, at)
 
     def _follow_up(self, jobs: CeleryJobs) -> None:
         """Write checkpoints and release leases once the tick's tasks are sent.
@@ -794,6 +797,13 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self, at: datetime, kind: _Kind, job: CeleryJob, occurrence: Occurrence | None = None
     ) -> None:
         heapq.heappush(self._due, _Entry(at, next(self._seq), kind, job, occurrence))
+
+
+def _keep_latest(instants: dict[str, datetime], name: str, at: datetime) -> None:
+    """Keep ``at`` for ``name`` unless a later instant is kept."""
+    current = instants.get(name)
+    if current is None or at > current:
+        instants[name] = at
 
 
 def _log_overrides(jobs: CeleryJobs) -> None:

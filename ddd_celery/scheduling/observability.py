@@ -136,7 +136,10 @@ class RunRecorder:
             level = logging.DEBUG
         if self._logger.isEnabledFor(level):
             self._guarded(run.job, lambda: self._logger.log(level, message, extra=log_fields(run)))
-        self._guarded(run.job, lambda: self._count(run))
+        try:  # not _guarded: a burst's skipped-locked records pay for no closure
+            self._count(run)
+        except Exception as failure:
+            self._could_not_observe(run.job, failure)
         keep = not kept and run.outcome is not Outcome.SKIPPED_LOCKED
         batch: _Batch | None = getattr(self._batches, "current", None)
         if batch is not None:
@@ -210,10 +213,15 @@ class RunRecorder:
     def _guarded(self, job: str, action: Callable[[], None]) -> None:
         try:
             action()
-        except Exception as error:  # an observer's failure must not stop the scheduler
-            self._logger.exception(
-                COULD_NOT_FOLLOW, extra={"job": job, "error_type": type(error).__name__}
-            )
+        except Exception as error:
+            self._could_not_observe(job, error)
+
+    def _could_not_observe(self, job: str, error: Exception) -> None:
+        """An observer's failure (a log handler, the metrics, ``on_run``) must not stop the
+        scheduler: it is logged."""
+        self._logger.exception(
+            COULD_NOT_FOLLOW, extra={"job": job, "error_type": type(error).__name__}
+        )
 
 
 def log_fields(run: JobRun) -> dict[str, Any]:

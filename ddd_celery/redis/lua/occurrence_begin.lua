@@ -39,17 +39,45 @@
 local lock_prefix, run_prefix, checkpoint_prefix = ARGV[1], ARGV[2], ARGV[3]
 local checkpoint, stem = ARGV[4] == '1', ARGV[5]
 local occurrences, leases = cjson.decode(ARGV[6]), cjson.decode(ARGV[7])
+-- Every lock is read first, in one MGET: in a burst shared by several beats, most occurrences a
+-- beat asks for are another's, each then answered 'held' without a SET and a GET of its own,
+-- as lock_take would answer. Only a free lock is taken (lock_take); one that holds this
+-- occurrence's token is this begin's first send's.
+local keys, lock_keys = {}, {}
+for i = 1, #occurrences do
+  if occurrences[i][3] ~= 0 then
+    lock_keys[i] = lock_prefix .. occurrences[i][2]
+    keys[#keys + 1] = lock_keys[i]
+  end
+end
+local holders = {}
+if #keys > 0 then
+  local values = redis.call('MGET', unpack(keys))
+  for j = 1, #keys do
+    holders[keys[j]] = values[j]
+  end
+end
 local answers = {}
 for i = 1, #occurrences do
   local occurrence = occurrences[i]
-  local job, lock_key, lock_ttl, claim = occurrence[1], occurrence[2], occurrence[3], occurrence[4]
+  local job, claim = occurrence[1], occurrence[4]
   local at, queue, run_ttl = occurrence[5], occurrence[6], occurrence[7]
   local token = occurrence[8]
   if type(token) ~= 'string' then
     token = stem .. i
   end
   local answer = '"taken"'
-  if lock_ttl ~= 0 and not lock_take(lock_prefix .. lock_key, token, lock_ttl) then
+  local lock_key = lock_keys[i]
+  local held = false
+  if lock_key then
+    local holder = holders[lock_key]
+    if not holder then -- free when read: lock_take still sees a take earlier in this batch
+      held = not lock_take(lock_key, token, occurrence[3])
+    else
+      held = holder ~= token
+    end
+  end
+  if held then
     answer = '"held"'
   else
     if checkpoint then

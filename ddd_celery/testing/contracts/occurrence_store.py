@@ -182,6 +182,20 @@ class OccurrenceStoreContract:
         assert all(answers[job] is Claim.STARTED for job in others)
         assert len({begun.lease.token for begun in batch if begun.lease is not None}) == 11
 
+    def test_an_occurrence_twice_in_a_batch_is_begun_once_the_second_held(
+        self, occurrence_store_subject: OccurrenceStoreSubject
+    ) -> None:
+        subject = occurrence_store_subject
+        first, again, other = beginning(), beginning(), beginning(job=f"{JOB}:other")
+
+        subject.store.begin([first, again, other])
+
+        assert (first.claimed, first.lock_held) == (Claim.STARTED, False)
+        assert (again.claimed, again.lock_held, again.lease) == (None, True, None)
+        assert other.claimed is Claim.STARTED
+        assert first.lease is not None
+        assert subject.lock.release(first.lease) is True, "the lock is the first's"
+
     def test_leases_no_beat_still_wants_are_released_with_the_batch(
         self, occurrence_store_subject: OccurrenceStoreSubject
     ) -> None:
