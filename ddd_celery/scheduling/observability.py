@@ -88,6 +88,8 @@ class RunRecorder:
     ) -> None:
         self._logger = logger or logging.getLogger(DEFAULT_LOGGER)
         self._metrics = metrics or NoMetrics()
+        self._counting = type(self._metrics) is not NoMetrics
+        """Without metrics a record builds no labels: a burst's 100,000 records are beat's."""
         self._on_run = on_run
         self._last_runs = last_runs
         self._batches = threading.local()
@@ -136,10 +138,11 @@ class RunRecorder:
             level = logging.DEBUG
         if self._logger.isEnabledFor(level):
             self._guarded(run.job, lambda: self._logger.log(level, message, extra=log_fields(run)))
-        try:  # not _guarded: a burst's skipped-locked records pay for no closure
-            self._count(run)
-        except Exception as failure:
-            self._could_not_observe(run.job, failure)
+        if self._counting:
+            try:  # not _guarded: a burst's records pay for no closure each
+                self._count(run)
+            except Exception as failure:
+                self._could_not_observe(run.job, failure)
         keep = not kept and run.outcome is not Outcome.SKIPPED_LOCKED
         batch: _Batch | None = getattr(self._batches, "current", None)
         if batch is not None:
@@ -154,6 +157,20 @@ class RunRecorder:
             unkept = self._keep(self._last_runs, run)
         self._observe(run, error)
         return unkept
+
+    def heard(self, outcome: Outcome) -> bool:
+        """Whether a record of ``outcome`` (as ``record`` without ``quiet``) reaches anyone: a
+        logger enabled for its level, metrics, ``on_run``, or last runs that keep it.
+
+        A beat that shares a burst with others loses most of it: 100,000 ``skipped-locked``
+        records at DEBUG, never kept, which it need not build when nobody hears them.
+        """
+        return (
+            self._counting
+            or self._on_run is not None
+            or (self._last_runs is not None and outcome is not Outcome.SKIPPED_LOCKED)
+            or self._logger.isEnabledFor(LOG_LINES[outcome][1])
+        )
 
     def could_not_follow(self, job: str, error: BaseException, *, what: str) -> None:
         """Log what went wrong around the runs (a checkpoint, a lock release); the job goes on."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -458,3 +458,31 @@ def test_records_of_another_thread_are_kept_at_once_during_a_batch() -> None:
         thread.start()
         thread.join()
         assert last_runs.calls == [1]
+
+
+@pytest.fixture
+def info_logger(logger: logging.Logger) -> Iterator[logging.Logger]:
+    """The recorder's logger at INFO, as beat runs under ``-l INFO``; set back afterwards
+    (``setLevel``, which empties logging's cache of levels)."""
+    before = logger.level
+    logger.setLevel(logging.INFO)
+    yield logger
+    logger.setLevel(before)
+
+
+def test_a_record_nobody_hears_is_said_so_and_each_listener_hears_it(
+    info_logger: logging.Logger,
+) -> None:
+    """Without a logger enabled for its level, metrics, ``on_run`` or last runs that keep it,
+    a record reaches nobody (beat then builds none: a burst's ``skipped-locked``)."""
+    logger = info_logger
+    alone = RunRecorder(logger=logger)
+    assert alone.heard(Outcome.SKIPPED_LOCKED) is False
+    assert alone.heard(Outcome.SKIPPED_OVERLAP) is True, "a WARNING is logged"
+    assert RunRecorder(logger=logger, metrics=InMemoryMetrics()).heard(Outcome.SKIPPED_LOCKED)
+    assert RunRecorder(logger=logger, on_run=lambda *_: None).heard(Outcome.SKIPPED_LOCKED)
+    kept = RunRecorder(logger=logger, last_runs=InMemoryJobLastRuns())
+    assert kept.heard(Outcome.SKIPPED_LOCKED) is False, "a skip for another's is never kept"
+    assert kept.heard(Outcome.MISSED) is True
+    logger.setLevel(logging.DEBUG)
+    assert alone.heard(Outcome.SKIPPED_LOCKED) is True
