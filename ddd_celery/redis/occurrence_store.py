@@ -169,6 +169,12 @@ class RedisOccurrenceStore(OccurrenceStore):
                 occurrence += (beginning.token,)
             occurrences.append(occurrence)
             beginning.may_have_claimed = beginning.claim
+        # Where every occurrence takes a lock with the script's own token, the locks go as
+        # keys too: a batch another beat began is then answered from them alone.
+        keys = [self._run_prefix]
+        if all(len(occurrence) == 7 and occurrence[1] for occurrence in occurrences):
+            prefix = self._lock_prefix
+            keys += [prefix + str(occurrence[1]) for occurrence in occurrences]
         args: list[str | int] = [
             self._lock_prefix,
             self._run_prefix,
@@ -177,8 +183,9 @@ class RedisOccurrenceStore(OccurrenceStore):
             stem,
             _json(occurrences),
             _json([(lease.key, lease.token) for lease in releasing]),
+            "1" if len(keys) > 1 else "0",
         ]
-        return [self._run_prefix], args
+        return keys, args
 
     def _answered(self, batch: Sequence[Beginning], answers: list[str], asked_at: datetime) -> None:
         checkpointed = self._checkpoint_prefix is not None

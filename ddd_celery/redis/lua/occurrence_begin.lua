@@ -16,6 +16,8 @@
 -- Keys
 --   KEYS[1]  the run states' prefix, never read: it routes the call to the prefixes' slot on a
 --            Redis Cluster (ddd_celery/redis/slots.py)
+--   KEYS[2..] with ARGV[8] '1': each occurrence's lock, in order (every one takes a lock and
+--            none names its token)
 --   and, built here: the lock `<ARGV[1]>job:<name>:<instant>`, the run state
 --   `<ARGV[2]><job>`, the checkpoint `<ARGV[3]><job>` (see occurrence_lib.lua); a prefix with
 --   a hash tag keeps them in one Redis Cluster slot.
@@ -29,6 +31,7 @@
 --            no lock), claim and queue 0 or 1, the instant in epoch ms as a string (written as
 --            is), the owner token when the caller chose it (a begin it repeats).
 --   ARGV[7]  the leases to release, a JSON array of `[lock key after its prefix, token]`.
+--   ARGV[8]  '1' when KEYS[2..] are the occurrences' locks, else '0'.
 -- Returns
 --   a JSON array: for each occurrence 'held' (another owner holds the lock: nothing else
 --   done), 'taken' (locked or no lock needed; no claim asked), or the claim: 'started',
@@ -38,26 +41,45 @@
 -- `queued_by`): a claim is known again by its token, not by its instant.
 local lock_prefix, run_prefix, checkpoint_prefix = ARGV[1], ARGV[2], ARGV[3]
 local checkpoint, stem = ARGV[4] == '1', ARGV[5]
-local occurrences, leases = cjson.decode(ARGV[6]), cjson.decode(ARGV[7])
+local leases = cjson.decode(ARGV[7])
 -- Every lock is read first, in one MGET: in a burst shared by several beats, most occurrences a
 -- beat asks for are another's, each then answered 'held' without a SET and a GET of its own,
 -- as lock_take would answer. Only a free lock is taken (lock_take); one that holds this
--- occurrence's token is this begin's first send's.
-local keys, lock_keys = {}, {}
-for i = 1, #occurrences do
-  if occurrences[i][3] ~= 0 then
-    lock_keys[i] = lock_prefix .. occurrences[i][2]
-    keys[#keys + 1] = lock_keys[i]
-  end
-end
-local holders = {}
-if #keys > 0 then
-  local values = redis.call('MGET', unpack(keys))
-  for j = 1, #keys do
-    holders[keys[j]] = values[j]
+-- occurrence's token is this begin's first send's. When the locks come as KEYS and another
+-- owner holds every one (no holder's token has this script's stem), the batch is all 'held'
+-- and its occurrences are not even decoded: what every beat but the first pays for a batch.
+local lock_keys, holders, all_held = {}, {}, false
+if ARGV[8] == '1' then
+  local values = redis.call('MGET', unpack(KEYS, 2))
+  all_held = true
+  for i = 1, #values do
+    lock_keys[i] = KEYS[i + 1]
+    holders[lock_keys[i]] = values[i]
+    all_held = all_held and values[i] and string.find(values[i], stem, 1, true) ~= 1
   end
 end
 local answers = {}
+if all_held then
+  for i = 1, #lock_keys do
+    answers[i] = '"held"'
+  end
+end
+local occurrences = all_held and {} or cjson.decode(ARGV[6])
+if ARGV[8] ~= '1' then
+  local keys = {}
+  for i = 1, #occurrences do
+    if occurrences[i][3] ~= 0 then
+      lock_keys[i] = lock_prefix .. occurrences[i][2]
+      keys[#keys + 1] = lock_keys[i]
+    end
+  end
+  if #keys > 0 then
+    local values = redis.call('MGET', unpack(keys))
+    for j = 1, #keys do
+      holders[keys[j]] = values[j]
+    end
+  end
+end
 for i = 1, #occurrences do
   local occurrence = occurrences[i]
   local job, claim = occurrence[1], occurrence[4]

@@ -64,7 +64,7 @@ def test_begin_reaches_the_keys_of_the_separate_stores_for_any_job_name(
     assert all(lock.acquire(lock_key(name, AT), 60_000) is not None for name in NAMES)
 
 
-def test_begin_sends_a_batch_as_one_call_of_a_few_arguments(
+def test_begin_sends_a_batch_as_one_call_per_chunk_its_locks_as_keys(
     recorded: tuple[Redis, list[tuple[str, ...]]], prefix: str
 ) -> None:
     client, commands = recorded
@@ -76,6 +76,32 @@ def test_begin_sends_a_batch_as_one_call_of_a_few_arguments(
     store.begin(batch)
 
     assert [command[0] for command in commands] == ["EVALSHA"] * 3
-    assert {len(command) for command in commands} == {11}  # sha, the routing key, 7 arguments
+    # the sha, the number of keys, the routing key and each occurrence's lock, 8 arguments
+    sizes = [BEGIN_BATCH, BEGIN_BATCH, 1]
+    assert [len(command) for command in commands] == [3 + 1 + size + 8 for size in sizes]
+    assert commands[2][4] == f"{prefix}{lock_key('billing.job-500', AT)}"
     assert len({begun.token for begun in batch}) == len(batch)
     assert all(begun.claimed is Claim.STARTED for begun in batch)
+
+
+def test_a_batch_another_store_began_is_all_held_and_one_free_lock_is_still_taken(
+    redis_client: Redis, prefix: str
+) -> None:
+    """Answered from the locks alone when another owner holds every one; with one lock free
+    (it expired, or the other began a different batch) each occurrence is asked as ever."""
+    store, _, run_state, _ = _stores(redis_client, prefix)
+    other, *_ = _stores(redis_client, prefix)
+    names = [f"billing.job-{number}" for number in range(5)]
+    store.begin([_beginning(name) for name in names])
+
+    late = [_beginning(name) for name in names]
+    other.begin(late)
+    assert [begun.lock_held for begun in late] == [True] * 5
+    assert all(begun.claimed is None and begun.lease is None for begun in late)
+
+    redis_client.delete(f"{prefix}{lock_key(names[2], AT)}")
+    run_state.finish(names[2], AT, ttl_ms=60_000)
+    again = [_beginning(name) for name in names]
+    other.begin(again)
+    assert [begun.lock_held for begun in again] == [True, True, False, True, True]
+    assert again[2].claimed is Claim.STARTED
