@@ -174,8 +174,9 @@ class JobBeatScheduler(Scheduler):  # type: ignore[misc]
         self._ready: list[tuple[CeleryJob, Occurrence]] = []
         """Occurrences reached this tick and due now, begun and published together."""
         self._nexts = _BySchedule[datetime]()
-        self._reaches = _BySchedule[Reach]()
         """The next instants computed this tick, shared by the jobs of one schedule."""
+        self._reaches = _BySchedule[Reach]()
+        """The decisions made this tick (``reach``), shared by the jobs of one schedule."""
         self._releasing: list[tuple[str, Lease]] = []
         self._beginnings: dict[str, tuple[bool, int, bool, int]] = {}
         """Each job's part of its ``Beginning`` that never changes: computed at its first."""

@@ -143,7 +143,7 @@ class RunRecorder:
                 self._count(run)
             except Exception as failure:
                 self._could_not_observe(run.job, failure)
-        keep = not kept and run.outcome is not Outcome.SKIPPED_LOCKED
+        keep = not kept and _kept(run.outcome)
         batch: _Batch | None = getattr(self._batches, "current", None)
         if batch is not None:
             if keep and self._last_runs is not None:
@@ -168,7 +168,7 @@ class RunRecorder:
         return (
             self._counting
             or self._on_run is not None
-            or (self._last_runs is not None and outcome is not Outcome.SKIPPED_LOCKED)
+            or (self._last_runs is not None and _kept(outcome))
             or self._logger.isEnabledFor(LOG_LINES[outcome][1])
         )
 
@@ -239,6 +239,12 @@ class RunRecorder:
         self._logger.exception(
             COULD_NOT_FOLLOW, extra={"job": job, "error_type": type(error).__name__}
         )
+
+
+def _kept(outcome: Outcome) -> bool:
+    """Whether the last runs keep a record of ``outcome``: all but ``skipped-locked``, another
+    instance's occurrence, whose real outcome a skip must not hide."""
+    return outcome is not Outcome.SKIPPED_LOCKED
 
 
 def log_fields(run: JobRun) -> dict[str, Any]:
